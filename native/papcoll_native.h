@@ -1,0 +1,127 @@
+/*
+ * papcoll native core: the few things Python cannot do well or cheaply.
+ *
+ *  - flags: 64-bit words in memory shared between processes, each written by
+ *    one process and polled by others, with acquire/release ordering so that
+ *    data written before a flag is visible to whoever sees the flag;
+ *  - bounded waits on those flags that back off from spinning to sleeping,
+ *    because papcoll often runs more ranks than cores;
+ *  - Cross Memory Attach (process_vm_readv/writev) copies that move every
+ *    byte or report an errno, plus the probe behind the CMA cost model.
+ *
+ * The library has no Python module init: papcoll/native.py loads it with
+ * ctypes, which releases the GIL for the duration of every call.
+ *
+ * Conventions: functions that can fail return a negative errno (-EINVAL,
+ * -ETIMEDOUT, -EFAULT, ...), never set errno for the caller, and never block
+ * without a deadline: every wait takes timeout_ns >= 0 (0 = test once) and
+ * rejects a negative timeout with -EINVAL; "wait forever" is not offered
+ * because a lost peer must become an error, not a hang.
+ */
+#ifndef PAPCOLL_NATIVE_H
+#define PAPCOLL_NATIVE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* ---- clock -------------------------------------------------------------- */
+
+/* CLOCK_MONOTONIC in nanoseconds: the clock of every deadline here, so that
+ * Python can compute deadlines that agree with the waits (vDSO, ~20 ns). */
+int64_t pc_now_ns(void);
+
+/* ---- flags ---------------------------------------------------------------- */
+
+/* Publish v at *f with release ordering: every store this process made before
+ * (e.g. the data a flag announces) is visible to a process that reads v with
+ * pc_flag_load. f must be 8-byte aligned; only one process should write f. */
+void pc_flag_store(volatile uint64_t *f, uint64_t v);
+
+/* Read *f with acquire ordering: after seeing a value published with
+ * pc_flag_store, the data written before that store is visible here. */
+uint64_t pc_flag_load(const volatile uint64_t *f);
+
+/* Wait until *f >= target (flags only grow: they carry epochs or counters).
+ * Backs off from pause-spinning (~2 us) to sched_yield (~20 us) to nanosleeps
+ * growing to 64 us (plus the kernel's 50 us timer slack), so that a waiter
+ * sharing a core does not starve the process it waits for.
+ * Returns 0 once *f >= target, -ETIMEDOUT when timeout_ns (CLOCK_MONOTONIC)
+ * elapsed first, -EINVAL if timeout_ns < 0. */
+int pc_wait_ge(const volatile uint64_t *f, uint64_t target, int64_t timeout_ns);
+
+/* Flag i of a set lives at (const char *)base + i * stride_bytes (stride lets
+ * flags sit on separate cache lines); pending[i] != 0 marks the flags still
+ * of interest. Wait until some pending flag is >= target and return its index.
+ * The scan starts at index start and wraps around, so the caller decides the
+ * service order: pass (p + 1) mod n first, then one past the last index served,
+ * to serve peers in the order they arrive without favouring low indices.
+ * Returns the index, -ETIMEDOUT at the deadline, -ENOENT if no flag is
+ * pending (waiting would be a bug), -EINVAL on bad arguments (start >= n,
+ * n > INT_MAX, stride 0, timeout_ns < 0). */
+int pc_wait_any_ge(const volatile uint64_t *base, size_t stride_bytes,
+                   const uint8_t *pending, size_t n, uint64_t target,
+                   size_t start, int64_t timeout_ns);
+
+/* As pc_wait_any_ge, but once at least one pending flag is ready, write the
+ * indices of ALL ready pending flags to out (room for n entries), in scan
+ * order from start, and return how many: one call serves a whole batch, which
+ * matters when each call costs a Python round trip. With timeout_ns == 0 it
+ * is a non-blocking poll (-ETIMEDOUT meaning "none ready"). */
+int pc_wait_ready_ge(const volatile uint64_t *base, size_t stride_bytes,
+                     const uint8_t *pending, size_t n, uint64_t target,
+                     size_t start, int64_t timeout_ns, size_t *out);
+
+/* ---- Cross Memory Attach -------------------------------------------------- */
+
+/* Copy n bytes from address remote in process pid to local. Loops over
+ * partial transfers (the kernel moves at most ~2 GiB per call) until all n
+ * bytes moved. Returns n, or -errno: -ESRCH (no such process), -EPERM (not
+ * allowed: other user, or Yama ptrace_scope without pc_allow_ptrace_any in
+ * the target), -EFAULT (a bad local or remote address), -EINVAL. */
+ssize_t pc_cma_read(pid_t pid, void *local, const void *remote, size_t n);
+
+/* Copy n bytes from local to address remote in process pid; as pc_cma_read. */
+ssize_t pc_cma_write(pid_t pid, const void *local, void *remote, size_t n);
+
+/* Vector form: segment i copies lengths[i] bytes between local_addrs[i] here
+ * and remote_addrs[i] in pid. Segments are packed up to IOV_MAX per syscall,
+ * since the per-call cost (alpha in the CMA cost model) dominates small
+ * blocks. A partial transfer may stop inside a segment; the next call resumes
+ * at that exact byte. Zero-length segments are skipped. Returns the total
+ * byte count, or -errno; on error *err_seg (if err_seg is non-NULL) is the
+ * index of the segment whose first uncopied byte failed, and all earlier
+ * segments have been copied. -EINVAL if the total exceeds SSIZE_MAX. */
+ssize_t pc_cma_readv(pid_t pid, size_t n_segments, const uintptr_t *local_addrs,
+                     const uintptr_t *remote_addrs, const size_t *lengths,
+                     size_t *err_seg);
+
+/* Vector form of pc_cma_write; as pc_cma_readv. */
+ssize_t pc_cma_writev(pid_t pid, size_t n_segments, const uintptr_t *local_addrs,
+                      const uintptr_t *remote_addrs, const size_t *lengths,
+                      size_t *err_seg);
+
+/* Cost-model probe (Chakraborty et al., "Contention-aware kernel-assisted MPI
+ * collectives", Table III): issue `reps` identical process_vm_readv calls with
+ * one local iovec of local_len bytes at local and riov_count (<= IOV_MAX)
+ * remote iovecs of riov_len bytes at remote + k * riov_stride, and store the
+ * duration of each call in times_ns[0..reps). Which kernel steps run depends
+ * on the lengths (Linux >= 5.10, mm/process_vm_access.c):
+ *   local_len 0                        -> returns before any check: syscall only;
+ *   local 1 B, remote 1 iovec of 1 B   -> + access check + 1 page pin: alpha;
+ *   local 1 B, remote 1 iovec of N pages (N <= 1024)
+ *                                      -> pins all N pages, copies 1 B: + N*l;
+ *   local N pages, remote N pages      -> + N*s*beta.
+ * (The paper's 0-length local iovec no longer pins: the kernel returns early.)
+ * Returns the byte count of the last call or -errno. */
+ssize_t pc_cma_probe(pid_t pid, void *local, size_t local_len, uintptr_t remote,
+                     size_t riov_count, size_t riov_len, size_t riov_stride,
+                     size_t reps, int64_t *times_ns);
+
+/* Let any process of this user read/write our memory with CMA when Yama's
+ * ptrace_scope is 1 (prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY), as Open MPI
+ * does); every rank calls it once before peers use CMA on it. Returns 0 (also
+ * when Yama is absent: EINVAL is ignored) or -errno. */
+int pc_allow_ptrace_any(void);
+
+#endif

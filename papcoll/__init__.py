@@ -1,0 +1,15 @@
+"""papcoll: a process-arrival-pattern aware MPI alltoall.
+
+    comm = papcoll.Communicator(MPI.COMM_WORLD)
+    comm.Alltoall(sendbuf, recvbuf)        # same buffer specs and results as mpi4py's
+"""
+from .algorithms import REGISTRY as algorithms
+from .api import Alltoall, Communicator, _at_finalize
+from .errors import (AlgorithmError, BufferSpecError, CommunicatorStateError, PapcollError,
+                     PapcollTimeoutError, TransportError)
+
+__version__ = "0.1.0"
+__all__ = ["Alltoall", "Communicator", "algorithms", "PapcollError", "BufferSpecError",
+           "AlgorithmError", "TransportError", "CommunicatorStateError", "PapcollTimeoutError"]
+
+_at_finalize()

@@ -1,0 +1,150 @@
+"""The user-facing API: ``Communicator`` (an MPI.Intracomm with papcoll's Alltoall) and ``Alltoall``."""
+import itertools
+import weakref
+
+from mpi4py import MPI
+
+from . import config, topology
+from .algorithms import lookup, policy
+from .buffers import parse_alltoall
+from .errors import AlgorithmError, CommunicatorStateError, PapcollError, PapcollTimeoutError
+
+
+class Context:
+    """What papcoll keeps per communicator: a private duplicate for its own traffic, the
+    topology, the settings, and the algorithms built so far."""
+
+    def __init__(self, comm):
+        self.comm = comm.Dup()            # papcoll's traffic never matches the user's
+        self.rank, self.size = self.comm.Get_rank(), self.comm.Get_size()
+        self.timeout = config.timeout()
+        self.topology = topology.discover(self.comm)
+        self.algorithms = {}
+        self.broken = None                # the error that left peers in an unknown state
+
+    def algorithm(self, name):
+        algo = self.algorithms.get(name)
+        if algo is None:
+            cls = lookup(name)
+            reason = cls.unsupported(self)
+            if reason:
+                raise AlgorithmError(f"algorithm {name!r} cannot run here: {reason}")
+            algo = self.algorithms[name] = cls(self)
+        return algo
+
+    def close(self):
+        for algo in self.algorithms.values():
+            algo.close()
+        self.algorithms.clear()
+        self.topology.free()
+        self.comm.Free()
+
+
+# Live Communicators by creation number, closed at MPI_Finalize if the user did not. Creation
+# is collective, so every rank closes them in the same order.
+_open = {}
+_serial = itertools.count()
+
+
+class Communicator(MPI.Intracomm):
+    """An MPI.Intracomm on the same communicator whose ``Alltoall`` is papcoll's.
+
+    Constructing it is collective over ``comm``. Every method but ``Alltoall`` is MPI's.
+    Use it as a context manager or call ``close()`` (collective, safe twice) to free what
+    papcoll set up; MPI_Finalize closes the ones left open.
+    """
+
+    def __init__(self, comm=MPI.COMM_WORLD):
+        if not isinstance(comm, MPI.Intracomm) or comm == MPI.COMM_NULL:
+            raise PapcollError(f"papcoll.Communicator needs an MPI intracommunicator, got {comm!r}")
+        self._ctx = Context(MPI.Intracomm(comm))
+        self._serial = next(_serial)
+        _open[self._serial] = weakref.ref(self)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self):
+        ctx, self._ctx = getattr(self, "_ctx", None), None
+        _open.pop(getattr(self, "_serial", None), None)
+        if ctx is not None:
+            ctx.close()
+
+    @property
+    def closed(self):
+        return getattr(self, "_ctx", None) is None
+
+    def Alltoall(self, sendbuf, recvbuf, *, algorithm=None):
+        """Like ``MPI.Comm.Alltoall``: send block i of ``sendbuf`` to rank i, receive block j of
+        ``recvbuf`` from rank j. ``algorithm`` names a registered algorithm (else
+        ``PAPCOLL_ALGORITHM``, else the selection policy); every rank must choose the same."""
+        ctx = self._context()
+        send, recv = parse_alltoall(sendbuf, recvbuf, ctx.size)
+        if recv.block == 0:
+            return      # MPI moves nothing and synchronises nothing for empty blocks either
+        if ctx.size == 1:
+            if send is not None:
+                recv.data[:] = send.data
+            return
+        name = algorithm or config.algorithm() or policy.choose(ctx, recv.block)
+        try:
+            ctx.algorithm(name).alltoall(send, recv)
+        except PapcollTimeoutError as err:
+            ctx.broken = err   # late peers may still write into our memory: never reuse it
+            raise
+
+    def _context(self):
+        ctx = getattr(self, "_ctx", False)
+        if ctx is False:   # made by Dup/Split/... of a Communicator: set up now (we are collective)
+            self.__init__(self)
+            ctx = self._ctx
+        if ctx is None:
+            raise CommunicatorStateError("this papcoll.Communicator is closed")
+        if ctx.broken is not None:
+            raise CommunicatorStateError(
+                f"this papcoll.Communicator is unusable after an earlier error: {ctx.broken}")
+        return ctx
+
+
+_cached = {}   # communicator handle -> Communicator, for the Alltoall convenience
+
+
+def Alltoall(comm, sendbuf, recvbuf, *, algorithm=None):
+    """``papcoll.Communicator(comm).Alltoall(...)`` with the Communicator cached per communicator
+    (freed when ``comm`` is freed, or at MPI_Finalize)."""
+    if isinstance(comm, Communicator):
+        return comm.Alltoall(sendbuf, recvbuf, algorithm=algorithm)
+    pc = _cached.get(comm.handle)
+    if pc is None or pc.closed:
+        pc = _cached[comm.handle] = Communicator(comm)
+        comm.Set_attr(_keyval(), pc)
+    return pc.Alltoall(sendbuf, recvbuf, algorithm=algorithm)
+
+
+def _forget(comm, keyval, pc):
+    _cached.pop(comm.handle, None)
+    pc.close()
+
+
+_keyvals = []
+
+
+def _keyval():
+    if not _keyvals:
+        _keyvals.append(MPI.Comm.Create_keyval(delete_fn=_forget))
+    return _keyvals[0]
+
+
+def _close_all(*_):
+    # MPI_Finalize deletes COMM_SELF's attributes first, while MPI still works (MPI-3 8.7.1).
+    for serial in sorted(_open):
+        comm = _open[serial]()
+        if comm is not None:
+            comm.close()
+
+
+def _at_finalize():
+    MPI.COMM_SELF.Set_attr(MPI.Comm.Create_keyval(delete_fn=_close_all), None)

@@ -1,0 +1,174 @@
+"""Buffer-spec parsing for Alltoall, in one place, as mpi4py accepts it.
+
+A spec is a buffer, ``[buf, datatype]``, ``[buf, count]``, ``[buf, count, datatype]``,
+``[buf, (count, displ), datatype]`` or ``[buf, count, displ, datatype]``, with ``count``
+elements per peer and ``displ`` an offset in elements; or ``MPI.IN_PLACE`` as sendbuf.
+Only datatypes whose data is contiguous bytes (no gaps, lower bound 0) are accepted:
+papcoll moves bytes, so it must know exactly which bytes a block is.
+"""
+from dataclasses import dataclass
+
+import numpy as np
+from mpi4py import MPI
+from mpi4py.util.dtlib import to_numpy_dtype
+
+from .errors import BufferSpecError
+
+
+@dataclass(frozen=True)
+class Message:
+    """One side of an Alltoall: ``data`` holds ``nblocks`` blocks of ``block`` bytes."""
+    data: np.ndarray          # uint8, C-contiguous, the exact region of the call
+    block: int                # bytes per peer
+    count: int                # elements per peer
+    datatype: MPI.Datatype
+
+    def block_of(self, peer):
+        return self.data[peer * self.block:(peer + 1) * self.block]
+
+
+def parse_alltoall(sendbuf, recvbuf, nprocs):
+    """Return (send, recv): Messages for a call on ``nprocs`` processes; send is None for IN_PLACE."""
+    recv = _parse(recvbuf, nprocs, "recvbuf", writable=True)
+    if sendbuf is MPI.IN_PLACE:
+        return None, recv
+    send = _parse(sendbuf, nprocs, "sendbuf", writable=False)
+    if send.block != recv.block:
+        raise BufferSpecError(
+            f"sendbuf sends {send.count} x {_typename(send.datatype)} = {send.block} bytes per peer "
+            f"but recvbuf expects {recv.count} x {_typename(recv.datatype)} = {recv.block} bytes")
+    if _signature(send.datatype) != _signature(recv.datatype):
+        raise BufferSpecError(
+            f"sendbuf datatype {_typename(send.datatype)} does not match "
+            f"recvbuf datatype {_typename(recv.datatype)}")
+    if recv.block and np.shares_memory(send.data, recv.data):
+        raise BufferSpecError("sendbuf and recvbuf overlap; use MPI.IN_PLACE as sendbuf instead")
+    return send, recv
+
+
+def _parse(spec, nprocs, name, writable):
+    if spec is MPI.IN_PLACE:
+        raise BufferSpecError(f"MPI.IN_PLACE is only valid as sendbuf, not as {name}")
+    buf, count, displ, datatype = _unpack(spec, name)
+    view = _bytes_of(buf, name, writable)
+    if datatype is None:
+        datatype = _datatype_of(buf, view, name)
+    elif isinstance(datatype, str):
+        datatype = _datatype_from_code(datatype, name)
+    elif not isinstance(datatype, MPI.Datatype):
+        raise BufferSpecError(f"{name}: expected an MPI.Datatype or typecode string, got {datatype!r}")
+    extent = _check_datatype(datatype, name)
+    if count is None:
+        if extent == 0 or nprocs == 0 or view.nbytes % (extent * nprocs):
+            raise BufferSpecError(
+                f"{name} holds {view.nbytes} bytes, which is not a whole number of "
+                f"{_typename(datatype)} ({extent} bytes) for each of {nprocs} processes")
+        count = view.nbytes // (extent * nprocs)
+    count, displ = _index(count, f"{name} count"), _index(displ, f"{name} displacement")
+    start, size = displ * extent, count * extent * nprocs
+    if start + size > view.nbytes:
+        raise BufferSpecError(
+            f"{name} needs {count} x {_typename(datatype)} for each of {nprocs} processes "
+            f"(+ displacement {displ}) = {start + size} bytes, but the buffer holds {view.nbytes}")
+    return Message(view[start:start + size], count * extent, count, datatype)
+
+
+def _unpack(spec, name):
+    if not isinstance(spec, (list, tuple)):
+        return spec, None, 0, None
+    items = list(spec)
+    if len(items) == 2:
+        buf, second = items
+        if isinstance(second, (MPI.Datatype, str)):
+            return buf, None, 0, second
+        return buf, second, 0, None
+    if len(items) == 3:
+        buf, count, datatype = items
+        if isinstance(count, (list, tuple)):
+            if len(count) != 2:
+                raise BufferSpecError(f"{name}: expected (count, displ), got {count!r}")
+            return buf, count[0], count[1], datatype
+        return buf, count, 0, datatype
+    if len(items) == 4:
+        return tuple(items)
+    raise BufferSpecError(f"{name}: a buffer spec has 2 to 4 items, got {len(items)}")
+
+
+def _bytes_of(buf, name, writable):
+    try:
+        mv = memoryview(buf)
+    except TypeError:
+        raise BufferSpecError(
+            f"{name}: expected a buffer (numpy array, bytearray, memoryview...), "
+            f"got {type(buf).__name__}") from None
+    if not mv.contiguous:
+        raise BufferSpecError(f"{name} is not contiguous (shape {mv.shape}, strides {mv.strides}); "
+                              f"pass a contiguous copy, e.g. numpy.ascontiguousarray")
+    if writable and mv.readonly:
+        raise BufferSpecError(f"{name} is read-only; the receive buffer must be writable")
+    if not mv.c_contiguous:  # Fortran order: the transpose is the same memory in C order
+        mv = memoryview(np.asarray(buf).T)
+    return np.frombuffer(mv.cast("B") if mv.ndim != 1 or mv.format != "B" else mv, dtype=np.uint8)
+
+
+def _datatype_of(buf, view, name):
+    code = memoryview(buf).format
+    if isinstance(buf, np.ndarray):
+        code = buf.dtype.char if buf.dtype.isnative else code
+    try:
+        return MPI.Datatype.fromcode(_numpy_code(code))
+    except (KeyError, ValueError, TypeError):
+        raise BufferSpecError(
+            f"{name}: no MPI datatype for buffer format {code!r}; pass [buf, datatype]") from None
+
+
+def _numpy_code(code):
+    # numpy complex types show up as 'F'/'D'/'G' (dtype.char) but mpi4py names them 'Zf'/'Zd'/'Zg'.
+    return {"F": "Zf", "D": "Zd", "G": "Zg"}.get(code, code)
+
+
+def _datatype_from_code(code, name):
+    try:
+        return MPI.Datatype.fromcode(code)
+    except (KeyError, ValueError):
+        raise BufferSpecError(f"{name}: unknown MPI typecode {code!r}") from None
+
+
+def _check_datatype(datatype, name):
+    if datatype == MPI.DATATYPE_NULL:
+        raise BufferSpecError(f"{name}: MPI.DATATYPE_NULL is not a datatype for data")
+    lb, extent = datatype.Get_extent()
+    true_lb, true_extent = datatype.Get_true_extent()
+    if (lb, true_lb) != (0, 0) or not datatype.Get_size() == extent == true_extent:
+        raise BufferSpecError(
+            f"{name}: datatype {_typename(datatype)} is not contiguous bytes (lb {lb}, extent "
+            f"{extent}, size {datatype.Get_size()}); papcoll accepts datatypes without gaps "
+            f"only -- pack the data, or send its bytes with MPI.BYTE")
+    return extent
+
+
+def _index(value, what):
+    try:
+        value = int(value) if isinstance(value, (int, np.integer)) else value.__index__()
+    except (AttributeError, TypeError):
+        raise BufferSpecError(f"{what} must be an integer, got {value!r}") from None
+    if value < 0:
+        raise BufferSpecError(f"{what} must not be negative, got {value}")
+    return value
+
+
+def _signature(datatype):
+    """What must agree between send and receive datatypes (MPI: matching type signatures)."""
+    if datatype in (MPI.BYTE, MPI.PACKED):
+        return None
+    try:
+        return to_numpy_dtype(datatype).base   # contiguous(2, INT) matches 2 x INT
+    except (KeyError, ValueError, TypeError):
+        return datatype.Get_name()
+
+
+def _typename(datatype):
+    try:
+        return datatype.Get_name() or f"(unnamed, {datatype.Get_size()} bytes)"
+    except MPI.Exception:
+        return "datatype"

@@ -1,0 +1,377 @@
+"""ctypes binding of the native core (native/papcoll_native.h).
+
+Flags are uint64 words in memory shared between processes (a numpy view of a
+multiprocessing.shared_memory block, an mmap, an MPI shared window...). A flag
+set is a 1-D uint64 array whose element stride may exceed 8 bytes, so flags
+can be padded to cache lines with a strided view: ``Flags(segment_u64[::8])``.
+
+Use the :class:`Flags` object in hot loops: it validates the array once and
+caches its address (reading ``ndarray.ctypes.data`` costs microseconds). The
+module-level ``flag_*``/``wait_*``/``ready_ge`` functions validate on every
+call. Every wait is bounded: timeouts are finite seconds >= 0 (0 = test once).
+A long wait runs in slices of at most 0.1 s so that Ctrl-C gets through.
+
+CMA functions copy between a local buffer (numpy array or any contiguous
+buffer) and raw addresses in another process (see ``pc_cma_*`` in the header);
+a failure raises :class:`papcoll.errors.TransportError` (an ``OSError``) whose
+``errno`` is the kernel's and whose message names the pid and the address.
+"""
+import ctypes
+import errno
+import importlib.util
+import math
+import operator
+import os
+
+import numpy as np
+
+from .errors import TransportError
+
+IOV_MAX = os.sysconf("SC_IOV_MAX")
+
+_U64 = np.dtype(np.uint64)
+_SLICE_NS = 100_000_000  # longest single native wait, so signals are handled
+_ETIMEDOUT = -errno.ETIMEDOUT
+_ENOENT = -errno.ENOENT
+
+
+def _load():
+    spec = importlib.util.find_spec("papcoll._native")
+    if spec is None or spec.origin is None:
+        raise ImportError("papcoll._native is not built; run ./scripts/setup")
+    lib = ctypes.CDLL(spec.origin)
+    c = ctypes
+    ptr, i64, u64, size, ssize, pid = (c.c_void_p, c.c_int64, c.c_uint64, c.c_size_t,
+                                       c.c_ssize_t, c.c_int)
+    for name, restype, argtypes in [
+        ("pc_now_ns", i64, []),
+        ("pc_flag_store", None, [ptr, u64]),
+        ("pc_flag_load", u64, [ptr]),
+        ("pc_wait_ge", c.c_int, [ptr, u64, i64]),
+        ("pc_wait_any_ge", c.c_int, [ptr, size, ptr, size, u64, size, i64]),
+        ("pc_wait_ready_ge", c.c_int, [ptr, size, ptr, size, u64, size, i64, ptr]),
+        ("pc_cma_read", ssize, [pid, ptr, ptr, size]),
+        ("pc_cma_write", ssize, [pid, ptr, ptr, size]),
+        ("pc_cma_readv", ssize, [pid, size, ptr, ptr, ptr, c.POINTER(size)]),
+        ("pc_cma_writev", ssize, [pid, size, ptr, ptr, ptr, c.POINTER(size)]),
+        ("pc_cma_probe", ssize, [pid, ptr, size, c.c_size_t, size, size, size, size, ptr]),
+        ("pc_allow_ptrace_any", c.c_int, []),
+    ]:
+        fn = getattr(lib, name)
+        fn.restype, fn.argtypes = restype, argtypes
+    return lib
+
+
+_lib = _load()
+now_ns = _lib.pc_now_ns
+now_ns.__doc__ = "CLOCK_MONOTONIC in nanoseconds (the clock of every native deadline)."
+
+
+# ---- argument checks ---------------------------------------------------------
+
+def _index(value, size, what):
+    i = operator.index(value)
+    if not 0 <= i < size:
+        raise IndexError(f"{what} {i} out of range for {size} flags")
+    return i
+
+
+def _start(start, n):
+    s = operator.index(start)
+    if n and not 0 <= s < n:
+        raise IndexError(f"start {s} out of range for a pending mask of {n} entries")
+    return s
+
+
+def _timeout_ns(timeout):
+    t = float(timeout)
+    if not (math.isfinite(t) and t >= 0):
+        raise ValueError(f"timeout must be finite seconds >= 0 (every wait is bounded), "
+                         f"not {timeout!r}")
+    return int(t * 1e9)
+
+
+def _u64(value, what):
+    v = operator.index(value)
+    if not 0 <= v < 1 << 64:
+        raise ValueError(f"{what} must fit in 64 unsigned bits, not {v}")
+    return v
+
+
+def _pid(pid):
+    p = operator.index(pid)
+    if not 0 < p < 1 << 31:
+        raise ValueError(f"pid must be a positive process id, not {p}")
+    return p
+
+
+def _bytes_view(buf, writable, what):
+    """A contiguous buffer as (array, address, nbytes), the array keeping it alive."""
+    if not isinstance(buf, np.ndarray):
+        try:
+            buf = np.frombuffer(buf, dtype=np.uint8)
+        except (TypeError, ValueError) as e:
+            raise TypeError(f"{what} must be a numpy array or a contiguous buffer, "
+                            f"not {type(buf).__name__}") from e
+    if not buf.flags.c_contiguous:
+        raise ValueError(f"{what} must be C-contiguous (got strides {buf.strides})")
+    if writable and not buf.flags.writeable:
+        raise ValueError(f"{what} is read-only")
+    return buf, buf.ctypes.data, buf.nbytes
+
+
+def _uint_vector(values, what):
+    a = np.asarray(values)
+    if a.size == 0:
+        a = a.astype(np.uintp)
+    if a.ndim != 1:
+        raise ValueError(f"{what} must be one-dimensional (got shape {a.shape})")
+    if a.dtype.kind not in "iu":
+        raise TypeError(f"{what} must hold integers (got dtype {a.dtype})")
+    if a.dtype.kind == "i" and a.size and a.min() < 0:
+        raise ValueError(f"{what}[{int(np.argmax(a < 0))}] is negative")
+    return np.ascontiguousarray(a, dtype=np.uintp)
+
+
+def _cma_error(rc, op, pid, nbytes, remote, segment=None):
+    e = -rc
+    where = f"segment {segment}: " if segment is not None else ""
+    hint = " (check ptrace_scope; the target may need allow_ptrace_any())" \
+        if e == errno.EPERM else ""
+    return TransportError(e, f"CMA {op} {where}{nbytes} bytes at remote 0x{remote:x} in pid "
+                             f"{pid}: {os.strerror(e)}{hint}")
+
+
+# ---- flags ---------------------------------------------------------------------
+
+def _sliced(fn, args, timeout):
+    """Call fn(*args, timeout_ns) in slices of at most _SLICE_NS until it does
+    not time out or the whole timeout has elapsed; return its last result."""
+    ns = _timeout_ns(timeout)
+    if ns <= _SLICE_NS:
+        return fn(*args, ns)
+    deadline = now_ns() + ns
+    while True:
+        rc = fn(*args, min(ns, _SLICE_NS))
+        ns = deadline - now_ns()
+        if rc != _ETIMEDOUT or ns <= 0:
+            return rc
+
+
+class Flags:
+    """A set of shared 64-bit flags: a 1-D uint64 array, validated once.
+
+    Flag i is ``array[i]``; a strided view (``seg[::8]``) pads flags to cache
+    lines. Stores are release, loads acquire (see pc_flag_* in the header).
+    Pending masks are 1-D bool/uint8 arrays of length <= len(flags); flag i is
+    waited for when ``pending[i]`` is true.
+    """
+
+    __slots__ = ("array", "address", "stride", "size", "_writable", "_mask", "_mask_addr")
+
+    def __init__(self, array):
+        if not isinstance(array, np.ndarray):
+            raise TypeError(f"flags must be a numpy uint64 array, not {type(array).__name__}")
+        if array.dtype != _U64:
+            raise TypeError(f"flags must have dtype uint64 (native order), not {array.dtype}")
+        if array.ndim != 1:
+            raise ValueError(f"flags must be one-dimensional (got shape {array.shape})")
+        stride = array.strides[0] if array.size > 1 else 8
+        if stride <= 0 or stride % 8:
+            raise ValueError(f"flags need a positive stride that is a multiple of 8 bytes, "
+                             f"not {stride}")
+        address = array.ctypes.data
+        if address % 8:
+            raise ValueError(f"flags must be 8-byte aligned (address 0x{address:x})")
+        self.array, self.address, self.stride, self.size = array, address, stride, array.size
+        self._writable = array.flags.writeable
+        self._mask = self._mask_addr = None
+
+    def __len__(self):
+        return self.size
+
+    def load(self, index):
+        """The value of flag index (acquire)."""
+        return _lib.pc_flag_load(self.address + _index(index, self.size, "flag index") * self.stride)
+
+    def store(self, index, value):
+        """Publish value in flag index (release): earlier writes become visible first."""
+        if not self._writable:
+            raise ValueError("cannot store into a read-only flags array")
+        _lib.pc_flag_store(self.address + _index(index, self.size, "flag index") * self.stride,
+                           _u64(value, "flag value"))
+
+    def wait_ge(self, index, target, timeout):
+        """Wait until flag index >= target: True, or False after timeout seconds."""
+        addr = self.address + _index(index, self.size, "flag index") * self.stride
+        return _sliced(_lib.pc_wait_ge, (addr, _u64(target, "target")), timeout) == 0
+
+    def _pending(self, pending):
+        # The last mask's address is cached: PAP loops pass the same array each time.
+        if pending is not self._mask:
+            if not isinstance(pending, np.ndarray) or pending.dtype not in (np.bool_, np.uint8):
+                raise TypeError("pending must be a numpy bool or uint8 array")
+            if pending.ndim != 1 or not pending.flags.c_contiguous:
+                raise ValueError("pending must be a one-dimensional C-contiguous array")
+            if pending.size > self.size:
+                raise ValueError(f"pending has {pending.size} entries for {self.size} flags")
+            self._mask, self._mask_addr = pending, pending.ctypes.data
+        return self._mask_addr, pending.size
+
+    def wait_any_ge(self, pending, target, timeout, start=0):
+        """Index of a pending flag >= target, scanning from start (wrapping), or -1
+        after timeout seconds. Pass start = one past the index served last (first
+        (p + 1) % n) to serve peers in arrival order."""
+        mask, n = self._pending(pending)
+        rc = _sliced(_lib.pc_wait_any_ge,
+                     (self.address, self.stride, mask, n, _u64(target, "target"),
+                      _start(start, n)), timeout)
+        return self._check_wait(rc)
+
+    def wait_ready_ge(self, pending, target, timeout, start=0, out=None):
+        """Indices (intp array, scan order from start) of ALL pending flags >= target
+        once at least one is; empty after timeout seconds (0 = poll once). out: an
+        optional intp array of len(pending) to reuse; the result is a view of it."""
+        mask, n = self._pending(pending)
+        if out is None:
+            out = np.empty(n, dtype=np.intp)
+        elif not (isinstance(out, np.ndarray) and out.dtype == np.intp and out.ndim == 1
+                  and out.size >= n and out.flags.c_contiguous and out.flags.writeable):
+            raise ValueError(f"out must be a writable contiguous intp array of >= {n} entries")
+        rc = _sliced(_lib.pc_wait_ready_ge,
+                     (self.address, self.stride, mask, n, _u64(target, "target"),
+                      _start(start, n), out.ctypes.data), timeout)
+        return out[:max(self._check_wait(rc), 0)]
+
+    def ready_ge(self, pending, target, start=0, out=None):
+        """Indices of the pending flags already >= target (no waiting; may be empty)."""
+        return self.wait_ready_ge(pending, target, 0, start, out)
+
+    @staticmethod
+    def _check_wait(rc):
+        if rc >= 0:
+            return rc
+        if rc == _ETIMEDOUT:
+            return -1
+        if rc == _ENOENT:
+            raise ValueError("no flag is pending: waiting would only time out")
+        raise ValueError(f"native wait rejected its arguments ({os.strerror(-rc)})")
+
+
+def flag_store(arr, index, value):
+    """arr[index] = value with release ordering (see Flags.store)."""
+    Flags(arr).store(index, value)
+
+
+def flag_load(arr, index):
+    """arr[index] with acquire ordering (see Flags.load)."""
+    return Flags(arr).load(index)
+
+
+def wait_ge(arr, index, target, timeout):
+    """Wait until arr[index] >= target: True, or False after timeout seconds."""
+    return Flags(arr).wait_ge(index, target, timeout)
+
+
+def wait_any_ge(arr, pending, target, timeout, start=0):
+    """See Flags.wait_any_ge: a ready pending index, or -1 on timeout."""
+    return Flags(arr).wait_any_ge(pending, target, timeout, start)
+
+
+def wait_ready_ge(arr, pending, target, timeout, start=0):
+    """See Flags.wait_ready_ge: all ready pending indices, empty on timeout."""
+    return Flags(arr).wait_ready_ge(pending, target, timeout, start)
+
+
+def ready_ge(arr, pending, target, start=0):
+    """See Flags.ready_ge: the pending indices already >= target."""
+    return Flags(arr).ready_ge(pending, target, start)
+
+
+# ---- Cross Memory Attach ----------------------------------------------------------
+
+def cma_read(pid, local, remote_addr):
+    """Fill local (all its bytes) from address remote_addr in process pid."""
+    pid, remote = _pid(pid), _u64(remote_addr, "remote_addr")
+    _, addr, n = _bytes_view(local, True, "local")
+    rc = _lib.pc_cma_read(pid, addr, remote, n)
+    if rc < 0:
+        raise _cma_error(rc, "read of", pid, n, remote)
+
+
+def cma_write(pid, remote_addr, local):
+    """Copy all bytes of local to address remote_addr in process pid."""
+    pid, remote = _pid(pid), _u64(remote_addr, "remote_addr")
+    _, addr, n = _bytes_view(local, False, "local")
+    rc = _lib.pc_cma_write(pid, addr, remote, n)
+    if rc < 0:
+        raise _cma_error(rc, "write of", pid, n, remote)
+
+
+def _cma_vector(fn, op, writable, pid, local, local_offsets, remote_addrs, lengths):
+    pid = _pid(pid)
+    _, base, nbytes = _bytes_view(local, writable, "local")
+    offsets = _uint_vector(local_offsets, "local_offsets")
+    remotes = _uint_vector(remote_addrs, "remote_addrs")
+    lens = _uint_vector(lengths, "lengths")
+    if not offsets.size == remotes.size == lens.size:
+        raise ValueError(f"local_offsets, remote_addrs and lengths differ in length "
+                         f"({offsets.size}, {remotes.size}, {lens.size})")
+    bad = (lens > nbytes) | (offsets > nbytes - np.minimum(lens, nbytes))
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise ValueError(f"segment {i} (offset {offsets[i]}, length {lens[i]}) exceeds the "
+                         f"{nbytes}-byte local buffer")
+    addrs = offsets + np.uintp(base)
+    err_seg = ctypes.c_size_t()
+    rc = fn(pid, lens.size, addrs.ctypes.data, remotes.ctypes.data, lens.ctypes.data,
+            ctypes.byref(err_seg))
+    if rc < 0:
+        i = err_seg.value
+        raise _cma_error(rc, op, pid, int(lens[i]), int(remotes[i]), segment=i)
+    return rc
+
+
+def cma_readv(pid, local, local_offsets, remote_addrs, lengths):
+    """Segment i: copy lengths[i] bytes from remote_addrs[i] in pid to
+    local[local_offsets[i]:] (offsets in bytes). Up to IOV_MAX segments per
+    syscall. Returns the byte total; on failure the earlier segments are done
+    and the error names the failing segment."""
+    return _cma_vector(_lib.pc_cma_readv, "readv", True, pid, local, local_offsets,
+                       remote_addrs, lengths)
+
+
+def cma_writev(pid, local, local_offsets, remote_addrs, lengths):
+    """Segment i: copy lengths[i] bytes from local[local_offsets[i]:] to
+    remote_addrs[i] in pid; as cma_readv."""
+    return _cma_vector(_lib.pc_cma_writev, "writev", False, pid, local, local_offsets,
+                       remote_addrs, lengths)
+
+
+def cma_probe(pid, remote_addr, riov_len, *, riov_count=1, riov_stride=None, local=None,
+              reps=100):
+    """Per-call times (int64 ns array of length reps) of process_vm_readv with one
+    local iovec (all of local, or 0 bytes if None) and riov_count remote iovecs of
+    riov_len bytes at remote_addr + k * riov_stride (default riov_len). See
+    pc_cma_probe for the combinations that isolate alpha, l and beta."""
+    pid, remote = _pid(pid), _u64(remote_addr, "remote_addr")
+    count, length = operator.index(riov_count), operator.index(riov_len)
+    stride = length if riov_stride is None else operator.index(riov_stride)
+    reps = operator.index(reps)
+    if not 0 <= count <= IOV_MAX or length < 0 or stride < 0 or reps < 1:
+        raise ValueError(f"need 0 <= riov_count <= {IOV_MAX}, riov_len >= 0, riov_stride >= 0,"
+                         f" reps >= 1 (got {count}, {length}, {stride}, {reps})")
+    addr, n = (None, 0) if local is None else _bytes_view(local, True, "local")[1:]
+    times = np.empty(reps, dtype=np.int64)
+    rc = _lib.pc_cma_probe(pid, addr, n, remote, count, length, stride, reps, times.ctypes.data)
+    if rc < 0:
+        raise _cma_error(rc, "probe of", pid, count * length, remote)
+    return times
+
+
+def allow_ptrace_any():
+    """Let other processes of this user use CMA on this one under Yama
+    ptrace_scope 1 (a no-op without Yama). Raises OSError on failure."""
+    rc = _lib.pc_allow_ptrace_any()
+    if rc < 0:
+        raise OSError(-rc, f"prctl(PR_SET_PTRACER, ANY): {os.strerror(-rc)}")

@@ -1,0 +1,81 @@
+"""The one deadline-aware wait mechanism every papcoll algorithm uses.
+
+Waits poll (papcoll learns of arrivals from the data path, not from messages), so they back off:
+a few quick polls, then yields, then short sleeps, because on an oversubscribed node a spinning
+waiter steals the core from the very peer it waits for. Every wait ends by the deadline with a
+:class:`PapcollTimeoutError` that names the ranks still missing.
+"""
+import time
+
+from .errors import PapcollTimeoutError
+
+_SPINS = 64           # polls before the first yield: the common case when peers are near
+_YIELDS = 256         # yields before sleeping
+_MAX_SLEEP = 100e-6   # seconds; bounds the latency added when a peer finally shows up
+
+
+class Deadline:
+    """A point in time, ``timeout`` seconds from now."""
+
+    def __init__(self, timeout):
+        self.timeout = timeout
+        self.end = time.monotonic() + timeout
+
+    def expired(self):
+        return time.monotonic() >= self.end
+
+
+class Backoff:
+    def __init__(self):
+        self.reset()
+
+    def reset(self):
+        self.idle = 0
+
+    def pause(self):
+        self.idle += 1
+        if self.idle <= _SPINS:
+            return
+        if self.idle <= _SPINS + _YIELDS:
+            time.sleep(0)
+        else:
+            time.sleep(min(_MAX_SLEEP, 1e-6 * (self.idle - _SPINS - _YIELDS)))
+
+
+def serve_as_ready(pending, ready, serve, deadline, what, ranks=lambda peers: peers, progress=None):
+    """Serve every peer of ``pending`` as soon as ``ready(peer)``, in arrival order.
+
+    ``pending`` is scanned in the order given (callers start at their own successor so that
+    simultaneous arrivals spread the load); one late peer never holds up a ready one.
+    ``ranks(peers)`` maps still-pending peers to user ranks for the timeout error; ``progress()``
+    (optional) is called once per idle round, e.g. to drive MPI progress.
+    """
+    pending = list(pending)
+    backoff = Backoff()
+    while pending:
+        still = []
+        for peer in pending:
+            if ready(peer):
+                serve(peer)
+            else:
+                still.append(peer)
+        if len(still) < len(pending):
+            backoff.reset()
+        elif deadline.expired():
+            raise PapcollTimeoutError(what, ranks(still), deadline.timeout)
+        else:
+            if progress is not None:
+                progress()
+            backoff.pause()
+        pending = still
+
+
+def wait_until(done, deadline, what, missing, progress=None):
+    """Wait until ``done()``; at the deadline raise naming the ranks ``missing()`` returns."""
+    backoff = Backoff()
+    while not done():
+        if deadline.expired():
+            raise PapcollTimeoutError(what, missing(), deadline.timeout)
+        if progress is not None:
+            progress()
+        backoff.pause()
