@@ -1,4 +1,282 @@
 /* papcoll native core: see native/papcoll_native.h for the interface. */
+#define _GNU_SOURCE /* process_vm_readv/writev, IOV_MAX */
 #include "papcoll_native.h"
 
-int pc_version(void) { return 1; }
+#include <errno.h>
+#include <limits.h>
+#include <sched.h>
+#include <sys/prctl.h>
+#include <sys/uio.h>
+#include <time.h>
+
+/* ---- clock -------------------------------------------------------------- */
+
+int64_t pc_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* ---- flags ---------------------------------------------------------------- */
+
+void pc_flag_store(volatile uint64_t *f, uint64_t v)
+{
+    __atomic_store_n(f, v, __ATOMIC_RELEASE);
+}
+
+uint64_t pc_flag_load(const volatile uint64_t *f)
+{
+    return __atomic_load_n(f, __ATOMIC_ACQUIRE);
+}
+
+/* ---- bounded backoff ------------------------------------------------------ */
+
+/* Phases of a wait, measured from its start. A peer running on another core
+ * usually answers within a microsecond or two, so spin briefly; past that the
+ * peer is probably not running (more ranks than cores), so give it our core:
+ * first by yielding, then by sleeping, growing the sleep so that a long wait
+ * costs few wake-ups. Linux adds a 50 us timer slack to every sleep of a
+ * normal thread, so the effective sleeps are ~50-115 us. */
+#define SPIN_NS 2000
+#define YIELD_NS 20000
+#define SLEEP_MIN_NS 1000
+#define SLEEP_MAX_NS 64000
+#define PAUSES_PER_CHECK 4 /* between clock reads while spinning */
+
+struct backoff {
+    int64_t start, deadline, sleep_ns;
+};
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#else
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+#endif
+}
+
+static int backoff_begin(struct backoff *b, int64_t timeout_ns)
+{
+    if (timeout_ns < 0)
+        return -EINVAL;
+    b->start = pc_now_ns();
+    /* Saturate rather than overflow for absurdly long timeouts. */
+    b->deadline = timeout_ns > INT64_MAX - b->start ? INT64_MAX : b->start + timeout_ns;
+    b->sleep_ns = SLEEP_MIN_NS;
+    return 0;
+}
+
+/* Wait a little (how long depends on the phase) and return 0, or return
+ * -ETIMEDOUT without waiting once the deadline has passed. Callers test their
+ * condition before each call, so the condition is always tested once more
+ * after the last pause. */
+static int backoff_pause(struct backoff *b)
+{
+    int64_t now = pc_now_ns();
+    if (now >= b->deadline)
+        return -ETIMEDOUT;
+    int64_t waited = now - b->start;
+    if (waited < SPIN_NS) {
+        for (int i = 0; i < PAUSES_PER_CHECK; i++)
+            cpu_relax();
+    } else if (waited < YIELD_NS) {
+        sched_yield();
+    } else {
+        int64_t ns = b->sleep_ns < b->deadline - now ? b->sleep_ns : b->deadline - now;
+        struct timespec ts = {.tv_sec = ns / 1000000000, .tv_nsec = ns % 1000000000};
+        nanosleep(&ts, NULL); /* EINTR just ends this pause early */
+        if (b->sleep_ns < SLEEP_MAX_NS)
+            b->sleep_ns *= 2;
+    }
+    return 0;
+}
+
+int pc_wait_ge(const volatile uint64_t *f, uint64_t target, int64_t timeout_ns)
+{
+    struct backoff b;
+    int rc = backoff_begin(&b, timeout_ns);
+    while (rc == 0) {
+        if (pc_flag_load(f) >= target)
+            return 0;
+        rc = backoff_pause(&b);
+    }
+    return rc;
+}
+
+static inline uint64_t flag_at(const volatile uint64_t *base, size_t stride_bytes, size_t i)
+{
+    return pc_flag_load((const volatile uint64_t *)((const volatile char *)base + i * stride_bytes));
+}
+
+/* One pass over the pending flags from start, wrapping around: write up to
+ * max_out ready indices to out and return how many. */
+static size_t scan_ready(const volatile uint64_t *base, size_t stride_bytes,
+                         const uint8_t *pending, size_t n, uint64_t target,
+                         size_t start, size_t *out, size_t max_out)
+{
+    size_t found = 0;
+    for (size_t k = 0, i = start; k < n && found < max_out; k++) {
+        if (pending[i] && flag_at(base, stride_bytes, i) >= target)
+            out[found++] = i;
+        if (++i == n)
+            i = 0;
+    }
+    return found;
+}
+
+/* Shared by pc_wait_any_ge (max_out 1) and pc_wait_ready_ge (max_out n). */
+static int wait_ready(const volatile uint64_t *base, size_t stride_bytes,
+                      const uint8_t *pending, size_t n, uint64_t target,
+                      size_t start, int64_t timeout_ns, size_t *out, size_t max_out)
+{
+    if (n > INT_MAX || start >= n || stride_bytes == 0)
+        return n == 0 ? -ENOENT : -EINVAL;
+    size_t n_pending = 0;
+    for (size_t i = 0; i < n; i++)
+        n_pending += pending[i] != 0;
+    if (n_pending == 0)
+        return -ENOENT;
+    struct backoff b;
+    int rc = backoff_begin(&b, timeout_ns);
+    while (rc == 0) {
+        size_t found = scan_ready(base, stride_bytes, pending, n, target, start, out, max_out);
+        if (found > 0)
+            return (int)found;
+        rc = backoff_pause(&b);
+    }
+    return rc;
+}
+
+int pc_wait_any_ge(const volatile uint64_t *base, size_t stride_bytes,
+                   const uint8_t *pending, size_t n, uint64_t target,
+                   size_t start, int64_t timeout_ns)
+{
+    size_t index;
+    int rc = wait_ready(base, stride_bytes, pending, n, target, start, timeout_ns, &index, 1);
+    return rc < 0 ? rc : (int)index;
+}
+
+int pc_wait_ready_ge(const volatile uint64_t *base, size_t stride_bytes,
+                     const uint8_t *pending, size_t n, uint64_t target,
+                     size_t start, size_t *out, int64_t timeout_ns)
+{
+    return wait_ready(base, stride_bytes, pending, n, target, start, timeout_ns, out, n);
+}
+
+/* ---- Cross Memory Attach -------------------------------------------------- */
+
+/* Move every byte of the segments, IOV_MAX segments per syscall. The cursor
+ * (seg, off) is the first byte not yet moved. The kernel returns a short
+ * count when it stops early (a fault after some bytes, or its ~2 GiB cap per
+ * call), possibly inside a segment; the next call resumes exactly there. A
+ * call that moves nothing fails with an errno that belongs to the byte at the
+ * cursor, which is why err_seg = seg is exact. */
+static ssize_t cma_rw(pid_t pid, size_t n_segments, const uintptr_t *local_addrs,
+                      const uintptr_t *remote_addrs, const size_t *lengths,
+                      size_t *err_seg, int write)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < n_segments; i++) {
+        if (lengths[i] > (size_t)SSIZE_MAX - total)
+            return -EINVAL;
+        total += lengths[i];
+    }
+
+    struct iovec liov[IOV_MAX], riov[IOV_MAX];
+    size_t seg = 0, off = 0;
+    for (;;) {
+        unsigned long k = 0;
+        for (size_t s = seg, o = off; s < n_segments && k < IOV_MAX; s++, o = 0) {
+            if (lengths[s] == o)
+                continue;
+            liov[k] = (struct iovec){(void *)(local_addrs[s] + o), lengths[s] - o};
+            riov[k] = (struct iovec){(void *)(remote_addrs[s] + o), lengths[s] - o};
+            k++;
+        }
+        if (k == 0)
+            return (ssize_t)total;
+        ssize_t got = write ? process_vm_writev(pid, liov, k, riov, k, 0)
+                            : process_vm_readv(pid, liov, k, riov, k, 0);
+        if (got <= 0) {
+            /* Moving nothing without an error cannot happen with non-empty
+             * iovecs; report it rather than loop forever. */
+            int err = got < 0 ? errno : EIO;
+            /* Skip zero-length segments so err_seg names a real one. */
+            while (lengths[seg] == off) {
+                seg++;
+                off = 0;
+            }
+            if (err_seg)
+                *err_seg = seg;
+            return -err;
+        }
+        for (size_t g = (size_t)got; g > 0;) {
+            size_t left = lengths[seg] - off;
+            if (g < left) {
+                off += g;
+                g = 0;
+            } else {
+                g -= left;
+                seg++;
+                off = 0;
+            }
+        }
+    }
+}
+
+ssize_t pc_cma_readv(pid_t pid, size_t n_segments, const uintptr_t *local_addrs,
+                     const uintptr_t *remote_addrs, const size_t *lengths,
+                     size_t *err_seg)
+{
+    return cma_rw(pid, n_segments, local_addrs, remote_addrs, lengths, err_seg, 0);
+}
+
+ssize_t pc_cma_writev(pid_t pid, size_t n_segments, const uintptr_t *local_addrs,
+                      const uintptr_t *remote_addrs, const size_t *lengths,
+                      size_t *err_seg)
+{
+    return cma_rw(pid, n_segments, local_addrs, remote_addrs, lengths, err_seg, 1);
+}
+
+ssize_t pc_cma_read(pid_t pid, void *local, const void *remote, size_t n)
+{
+    uintptr_t l = (uintptr_t)local, r = (uintptr_t)remote;
+    return cma_rw(pid, 1, &l, &r, &n, NULL, 0);
+}
+
+ssize_t pc_cma_write(pid_t pid, const void *local, void *remote, size_t n)
+{
+    uintptr_t l = (uintptr_t)local, r = (uintptr_t)remote;
+    return cma_rw(pid, 1, &l, &r, &n, NULL, 1);
+}
+
+ssize_t pc_cma_probe(pid_t pid, void *local, size_t local_len, uintptr_t remote,
+                     size_t riov_count, size_t riov_len, size_t riov_stride,
+                     size_t reps, int64_t *times_ns)
+{
+    if (riov_count > IOV_MAX)
+        return -EINVAL;
+    struct iovec liov = {local, local_len}, riov[IOV_MAX];
+    for (size_t k = 0; k < riov_count; k++)
+        riov[k] = (struct iovec){(void *)(remote + k * riov_stride), riov_len};
+    ssize_t got = 0;
+    for (size_t r = 0; r < reps; r++) {
+        int64_t t0 = pc_now_ns();
+        got = process_vm_readv(pid, &liov, 1, riov, riov_count, 0);
+        times_ns[r] = pc_now_ns() - t0;
+        if (got < 0)
+            return -errno;
+    }
+    return got;
+}
+
+int pc_allow_ptrace_any(void)
+{
+    if (prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0) == 0 || errno == EINVAL)
+        return 0;
+    return -errno;
+}

@@ -13,10 +13,10 @@
  * ctypes, which releases the GIL for the duration of every call.
  *
  * Conventions: functions that can fail return a negative errno (-EINVAL,
- * -ETIMEDOUT, -EFAULT, ...), never set errno for the caller, and never block
- * without a deadline: every wait takes timeout_ns >= 0 (0 = test once) and
- * rejects a negative timeout with -EINVAL; "wait forever" is not offered
- * because a lost peer must become an error, not a hang.
+ * -ETIMEDOUT, -EFAULT, ...) rather than -1 and errno, and nothing blocks
+ * without a deadline: every wait takes timeout_ns >= 0 as its last argument
+ * (0 = test once) and rejects a negative timeout with -EINVAL; "wait forever"
+ * is not offered because a lost peer must become an error, not a hang.
  */
 #ifndef PAPCOLL_NATIVE_H
 #define PAPCOLL_NATIVE_H
@@ -70,7 +70,7 @@ int pc_wait_any_ge(const volatile uint64_t *base, size_t stride_bytes,
  * is a non-blocking poll (-ETIMEDOUT meaning "none ready"). */
 int pc_wait_ready_ge(const volatile uint64_t *base, size_t stride_bytes,
                      const uint8_t *pending, size_t n, uint64_t target,
-                     size_t start, int64_t timeout_ns, size_t *out);
+                     size_t start, size_t *out, int64_t timeout_ns);
 
 /* ---- Cross Memory Attach -------------------------------------------------- */
 
@@ -106,13 +106,16 @@ ssize_t pc_cma_writev(pid_t pid, size_t n_segments, const uintptr_t *local_addrs
  * one local iovec of local_len bytes at local and riov_count (<= IOV_MAX)
  * remote iovecs of riov_len bytes at remote + k * riov_stride, and store the
  * duration of each call in times_ns[0..reps). Which kernel steps run depends
- * on the lengths (Linux >= 5.10, mm/process_vm_access.c):
- *   local_len 0                        -> returns before any check: syscall only;
+ * on the lengths (mm/process_vm_access.c; measured on Linux 6.18):
+ *   local_len 0                        -> returns before any lookup: syscall only
+ *                                         (so the paper's 0-byte local iovec
+ *                                         pins nothing on Linux);
  *   local 1 B, remote 1 iovec of 1 B   -> + access check + 1 page pin: alpha;
  *   local 1 B, remote 1 iovec of N pages (N <= 1024)
  *                                      -> pins all N pages, copies 1 B: + N*l;
  *   local N pages, remote N pages      -> + N*s*beta.
- * (The paper's 0-length local iovec no longer pins: the kernel returns early.)
+ * l depends on how the remote memory is mapped: pinning is far cheaper for
+ * transparent huge pages than for 4 KiB pages, so probe the kind papcoll uses.
  * Returns the byte count of the last call or -errno. */
 ssize_t pc_cma_probe(pid_t pid, void *local, size_t local_len, uintptr_t remote,
                      size_t riov_count, size_t riov_len, size_t riov_stride,

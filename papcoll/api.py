@@ -8,19 +8,21 @@ from . import config, topology
 from .algorithms import lookup, policy
 from .buffers import parse_alltoall
 from .errors import AlgorithmError, CommunicatorStateError, PapcollError, PapcollTimeoutError
+from .trace import NoTrace, Trace
 
 
 class Context:
     """What papcoll keeps per communicator: a private duplicate for its own traffic, the
     topology, the settings, and the algorithms built so far."""
 
-    def __init__(self, comm):
+    def __init__(self, comm, trace=False):
         self.comm = comm.Dup()            # papcoll's traffic never matches the user's
         self.rank, self.size = self.comm.Get_rank(), self.comm.Get_size()
         self.timeout = config.timeout()
         self.topology = topology.discover(self.comm)
         self.algorithms = {}
         self.broken = None                # the error that left peers in an unknown state
+        self.trace = Trace() if trace or config.trace() else NoTrace()
 
     def algorithm(self, name):
         algo = self.algorithms.get(name)
@@ -51,13 +53,14 @@ class Communicator(MPI.Intracomm):
 
     Constructing it is collective over ``comm``. Every method but ``Alltoall`` is MPI's.
     Use it as a context manager or call ``close()`` (collective, safe twice) to free what
-    papcoll set up; MPI_Finalize closes the ones left open.
+    papcoll set up; MPI_Finalize closes the ones left open. With ``trace=True`` (or
+    ``PAPCOLL_TRACE=1``) each call's serving order is kept in ``traces`` (see trace.py).
     """
 
-    def __init__(self, comm=MPI.COMM_WORLD):
+    def __init__(self, comm=MPI.COMM_WORLD, *, trace=False):
         if not isinstance(comm, MPI.Intracomm) or comm == MPI.COMM_NULL:
             raise PapcollError(f"papcoll.Communicator needs an MPI intracommunicator, got {comm!r}")
-        self._ctx = Context(MPI.Intracomm(comm))
+        self._ctx = Context(MPI.Intracomm(comm), trace)
         self._serial = next(_serial)
         _open[self._serial] = weakref.ref(self)
 
@@ -72,6 +75,12 @@ class Communicator(MPI.Intracomm):
         _open.pop(getattr(self, "_serial", None), None)
         if ctx is not None:
             ctx.close()
+
+    @property
+    def traces(self):
+        """The recorded calls (a deque of dicts), or None when tracing is off."""
+        calls = getattr(self._context(), "trace", None)
+        return getattr(calls, "calls", None)
 
     @property
     def closed(self):

@@ -6,7 +6,7 @@ set is a 1-D uint64 array whose element stride may exceed 8 bytes, so flags
 can be padded to cache lines with a strided view: ``Flags(segment_u64[::8])``.
 
 Use the :class:`Flags` object in hot loops: it validates the array once and
-caches its address (reading ``ndarray.ctypes.data`` costs microseconds). The
+caches its address (finding an array's address costs about a microsecond). The
 module-level ``flag_*``/``wait_*``/``ready_ge`` functions validate on every
 call. Every wait is bounded: timeouts are finite seconds >= 0 (0 = test once).
 A long wait runs in slices of at most 0.1 s so that Ctrl-C gets through.
@@ -49,7 +49,7 @@ def _load():
         ("pc_flag_load", u64, [ptr]),
         ("pc_wait_ge", c.c_int, [ptr, u64, i64]),
         ("pc_wait_any_ge", c.c_int, [ptr, size, ptr, size, u64, size, i64]),
-        ("pc_wait_ready_ge", c.c_int, [ptr, size, ptr, size, u64, size, i64, ptr]),
+        ("pc_wait_ready_ge", c.c_int, [ptr, size, ptr, size, u64, size, ptr, i64]),
         ("pc_cma_read", ssize, [pid, ptr, ptr, size]),
         ("pc_cma_write", ssize, [pid, ptr, ptr, size]),
         ("pc_cma_readv", ssize, [pid, size, ptr, ptr, ptr, c.POINTER(size)]),
@@ -68,6 +68,11 @@ now_ns.__doc__ = "CLOCK_MONOTONIC in nanoseconds (the clock of every native dead
 
 
 # ---- argument checks ---------------------------------------------------------
+
+def _address(array):
+    # ndarray.ctypes.data builds a helper object on every call (~1 us); this is faster.
+    return array.__array_interface__["data"][0]
+
 
 def _index(value, size, what):
     i = operator.index(value)
@@ -117,7 +122,7 @@ def _bytes_view(buf, writable, what):
         raise ValueError(f"{what} must be C-contiguous (got strides {buf.strides})")
     if writable and not buf.flags.writeable:
         raise ValueError(f"{what} is read-only")
-    return buf, buf.ctypes.data, buf.nbytes
+    return buf, _address(buf), buf.nbytes
 
 
 def _uint_vector(values, what):
@@ -146,16 +151,14 @@ def _cma_error(rc, op, pid, nbytes, remote, segment=None):
 
 def _sliced(fn, args, timeout):
     """Call fn(*args, timeout_ns) in slices of at most _SLICE_NS until it does
-    not time out or the whole timeout has elapsed; return its last result."""
+    not time out or the whole timeout is used up; return its last result. A
+    timed-out slice has lasted at least its length, so no clock is needed."""
     ns = _timeout_ns(timeout)
-    if ns <= _SLICE_NS:
-        return fn(*args, ns)
-    deadline = now_ns() + ns
     while True:
         rc = fn(*args, min(ns, _SLICE_NS))
-        ns = deadline - now_ns()
-        if rc != _ETIMEDOUT or ns <= 0:
+        if rc != _ETIMEDOUT or ns <= _SLICE_NS:
             return rc
+        ns -= _SLICE_NS
 
 
 class Flags:
@@ -180,7 +183,7 @@ class Flags:
         if stride <= 0 or stride % 8:
             raise ValueError(f"flags need a positive stride that is a multiple of 8 bytes, "
                              f"not {stride}")
-        address = array.ctypes.data
+        address = _address(array)
         if address % 8:
             raise ValueError(f"flags must be 8-byte aligned (address 0x{address:x})")
         self.array, self.address, self.stride, self.size = array, address, stride, array.size
@@ -215,7 +218,7 @@ class Flags:
                 raise ValueError("pending must be a one-dimensional C-contiguous array")
             if pending.size > self.size:
                 raise ValueError(f"pending has {pending.size} entries for {self.size} flags")
-            self._mask, self._mask_addr = pending, pending.ctypes.data
+            self._mask, self._mask_addr = pending, _address(pending)
         return self._mask_addr, pending.size
 
     def wait_any_ge(self, pending, target, timeout, start=0):
@@ -240,7 +243,7 @@ class Flags:
             raise ValueError(f"out must be a writable contiguous intp array of >= {n} entries")
         rc = _sliced(_lib.pc_wait_ready_ge,
                      (self.address, self.stride, mask, n, _u64(target, "target"),
-                      _start(start, n), out.ctypes.data), timeout)
+                      _start(start, n), _address(out)), timeout)
         return out[:max(self._check_wait(rc), 0)]
 
     def ready_ge(self, pending, target, start=0, out=None):
@@ -324,7 +327,7 @@ def _cma_vector(fn, op, writable, pid, local, local_offsets, remote_addrs, lengt
                          f"{nbytes}-byte local buffer")
     addrs = offsets + np.uintp(base)
     err_seg = ctypes.c_size_t()
-    rc = fn(pid, lens.size, addrs.ctypes.data, remotes.ctypes.data, lens.ctypes.data,
+    rc = fn(pid, lens.size, _address(addrs), _address(remotes), _address(lens),
             ctypes.byref(err_seg))
     if rc < 0:
         i = err_seg.value
@@ -363,7 +366,7 @@ def cma_probe(pid, remote_addr, riov_len, *, riov_count=1, riov_stride=None, loc
                          f" reps >= 1 (got {count}, {length}, {stride}, {reps})")
     addr, n = (None, 0) if local is None else _bytes_view(local, True, "local")[1:]
     times = np.empty(reps, dtype=np.int64)
-    rc = _lib.pc_cma_probe(pid, addr, n, remote, count, length, stride, reps, times.ctypes.data)
+    rc = _lib.pc_cma_probe(pid, addr, n, remote, count, length, stride, reps, _address(times))
     if rc < 0:
         raise _cma_error(rc, "probe of", pid, count * length, remote)
     return times
@@ -371,7 +374,7 @@ def cma_probe(pid, remote_addr, riov_len, *, riov_count=1, riov_stride=None, loc
 
 def allow_ptrace_any():
     """Let other processes of this user use CMA on this one under Yama
-    ptrace_scope 1 (a no-op without Yama). Raises OSError on failure."""
+    ptrace_scope 1 (a no-op without Yama). Raises TransportError on failure."""
     rc = _lib.pc_allow_ptrace_any()
     if rc < 0:
-        raise OSError(-rc, f"prctl(PR_SET_PTRACER, ANY): {os.strerror(-rc)}")
+        raise TransportError(-rc, f"prctl(PR_SET_PTRACER, ANY): {os.strerror(-rc)}")

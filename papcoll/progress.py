@@ -42,13 +42,14 @@ class Backoff:
             time.sleep(min(_MAX_SLEEP, 1e-6 * (self.idle - _SPINS - _YIELDS)))
 
 
-def serve_as_ready(pending, ready, serve, deadline, what, ranks=lambda peers: peers, progress=None):
+def serve_as_ready(pending, ready, serve, deadline, what, ranks=lambda peers: peers, idle=None):
     """Serve every peer of ``pending`` as soon as ``ready(peer)``, in arrival order.
 
     ``pending`` is scanned in the order given (callers start at their own successor so that
     simultaneous arrivals spread the load); one late peer never holds up a ready one.
-    ``ranks(peers)`` maps still-pending peers to user ranks for the timeout error; ``progress()``
-    (optional) is called once per idle round, e.g. to drive MPI progress.
+    ``ranks(peers)`` maps still-pending peers to user ranks for the timeout error. ``idle()``
+    (optional) runs when no peer was ready: it may do other useful work (then it returns True
+    and the wait does not back off) or drive progress (then it returns False).
     """
     pending = list(pending)
     backoff = Backoff()
@@ -59,13 +60,11 @@ def serve_as_ready(pending, ready, serve, deadline, what, ranks=lambda peers: pe
                 serve(peer)
             else:
                 still.append(peer)
-        if len(still) < len(pending):
+        if len(still) < len(pending) or (idle is not None and idle()):
             backoff.reset()
         elif deadline.expired():
             raise PapcollTimeoutError(what, ranks(still), deadline.timeout)
         else:
-            if progress is not None:
-                progress()
             backoff.pause()
         pending = still
 

@@ -1,1 +1,23 @@
-"""Transports: how bytes reach a peer (one-sided interface in base.py; verbs, mpi-rma, shm, cma)."""
+"""Transports: how bytes reach a peer's memory. base.py defines the one-sided interface;
+implementations: mpi_rma.py (MPI-3 RMA, everywhere). ``open_transport`` picks one."""
+from .. import config
+from ..errors import TransportError
+from .mpi_rma import MpiRmaTransport
+
+TRANSPORTS = {MpiRmaTransport.name: MpiRmaTransport}
+
+
+def choose():
+    """The transport name to use: PAPCOLL_TRANSPORT, else the best available."""
+    name = config.transport()
+    if name is None:
+        return "mpi-rma"
+    if name not in TRANSPORTS:
+        raise TransportError(
+            f"PAPCOLL_TRANSPORT={name!r} is not available; known transports: {', '.join(TRANSPORTS)}")
+    return name
+
+
+def open_transport(comm, slot):
+    """Collective: set up the chosen transport over ``comm`` with inbox slots of ``slot`` bytes."""
+    return TRANSPORTS[choose()](comm, slot)
