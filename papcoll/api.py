@@ -57,6 +57,9 @@ class Communicator(MPI.Intracomm):
     ``PAPCOLL_TRACE=1``) each call's serving order is kept in ``traces`` (see trace.py).
     """
 
+    def __new__(cls, comm=MPI.COMM_WORLD, *, trace=False):
+        return super().__new__(cls, comm)
+
     def __init__(self, comm=MPI.COMM_WORLD, *, trace=False):
         if not isinstance(comm, MPI.Intracomm) or comm == MPI.COMM_NULL:
             raise PapcollError(f"papcoll.Communicator needs an MPI intracommunicator, got {comm!r}")

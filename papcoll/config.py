@@ -35,6 +35,16 @@ def node_size():
     return int(raw)
 
 
+def copy_threshold():
+    """PAPCOLL_COPY_THRESHOLD: largest block (bytes) pap_direct copies through the inbox."""
+    raw = _env("PAPCOLL_COPY_THRESHOLD")
+    if raw is None:
+        return None
+    if not raw.isdigit():
+        raise PapcollError(f"PAPCOLL_COPY_THRESHOLD must be a number of bytes, not {raw!r}")
+    return int(raw)
+
+
 def algorithm():
     """PAPCOLL_ALGORITHM: force one registered algorithm (None: the selection policy)."""
     return _env("PAPCOLL_ALGORITHM")

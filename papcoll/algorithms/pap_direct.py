@@ -11,26 +11,30 @@ Two schemes; processes learn who has arrived from the data path, never from cont
   arrived, so I serve q first: send to it and copy its block out. Idle time goes to writing
   to peers not yet seen, since those writes cannot block.
 
-``pap_direct`` picks the scheme by block size (``PAPCOLL_COPY_THRESHOLD`` bytes, default
-``COPY_THRESHOLD``); ``pap_direct_zcopy`` and ``pap_direct_copy`` force one, for benchmarks.
+``pap_direct`` picks the scheme by block size: copy-based up to ``PAPCOLL_COPY_THRESHOLD``
+bytes, by default the transport's measured ``copy_threshold`` capped so the inbox stays within
+``INBOX_LIMIT``; ``pap_direct_zcopy`` and ``pap_direct_copy`` force one, for benchmarks.
 """
-import os
-
+from .. import config
+from ..transport import transport_class
 from ..transport.base import DATA, INBOX
 from .onesided import OneSidedAlgorithm
 from .registry import register
 
-COPY_THRESHOLD = 4096   # bytes per peer; see README "Tuning" for the measurement behind it
+INBOX_LIMIT = 64 << 20   # bytes of inbox (2 banks x N slots) a process may hold by default
 
 
-def copy_threshold():
-    return int(os.environ.get("PAPCOLL_COPY_THRESHOLD", COPY_THRESHOLD))
+def copy_threshold(transport, size):
+    chosen = config.copy_threshold()
+    if chosen is not None:
+        return chosen
+    return min(transport.copy_threshold, INBOX_LIMIT // (2 * size))
 
 
 @register("pap_direct", "PAP-aware Direct: copy-based for small blocks, zero-copy for large")
 class PapDirect(OneSidedAlgorithm):
     def __init__(self, ctx):
-        self.slot = copy_threshold()
+        self.slot = copy_threshold(transport_class(), ctx.size)
         super().__init__(ctx)
 
     def alltoall(self, send, recv):
@@ -45,10 +49,19 @@ class PapDirect(OneSidedAlgorithm):
         send = self.private_send(send, recv)
         self.advertise(recv)
         self.copy_own(send, recv, self.ctx.rank)
-        self.ctx.trace.event("seen", self.ctx.rank)
+        unlanded = list(self.peers)
+        data = self.transport.notices(DATA)
+
+        def idle():                  # while peers are missing, note the blocks that land
+            self.transport.notices(DATA)
+            for peer in [p for p in unlanded if data[p] >= self.epoch]:
+                unlanded.remove(peer)
+                self.ctx.trace.event("received", peer)
+            return False
+
         self.wait(self.peers, self.has_advertised, lambda peer: self.write_direct(peer, send),
-                  "waiting for advertisements")
-        self.wait_data(self.peers)
+                  "waiting for advertisements", idle=idle)
+        self.wait_data(unlanded)
 
     def copy_based(self, send, recv):
         me, epoch = self.ctx.rank, self.epoch

@@ -18,6 +18,20 @@ def choose():
     return name
 
 
+def status():
+    """One line per transport: whether it can be used here and which one is chosen."""
+    try:
+        chosen = choose()
+    except TransportError as err:
+        chosen = f"none ({err})"
+    lines = [f"{name}: {cls.availability()}" for name, cls in TRANSPORTS.items()]
+    return lines + [f"chosen: {chosen}"]
+
+
+def transport_class():
+    return TRANSPORTS[choose()]
+
+
 def open_transport(comm, slot):
     """Collective: set up the chosen transport over ``comm`` with inbox slots of ``slot`` bytes."""
-    return TRANSPORTS[choose()](comm, slot)
+    return transport_class()(comm, slot)

@@ -21,6 +21,12 @@ DESCRIPTOR_BYTES = 16
 class Transport:
     """Base class: subclasses implement the methods below; close() must be safe twice."""
     name = "?"
+    copy_threshold = 0   # largest block the PAP copy-based scheme beats zero-copy at (measured)
+
+    @classmethod
+    def availability(cls):
+        """A one-line description of whether this transport can be used here, and on what."""
+        raise NotImplementedError
 
     def __init__(self, comm, slot):
         self.comm = comm

@@ -1,0 +1,36 @@
+"""``python -m papcoll info``: what papcoll found here -- algorithms, transports, devices, MPI."""
+import argparse
+import sys
+
+from mpi4py import MPI
+
+import papcoll
+from papcoll import transport
+from papcoll.algorithms import policy
+
+
+def info():
+    lines = [f"papcoll {papcoll.__version__}",
+             f"MPI: {MPI.Get_library_version().splitlines()[0].strip()} "
+             f"(mpi4py {sys.modules['mpi4py'].__version__})",
+             "", "algorithms (PAPCOLL_ALGORITHM or Alltoall(..., algorithm=NAME)):"]
+    width = max(map(len, papcoll.algorithms))
+    lines += [f"  {name:{width}}  {cls.description}" for name, cls in papcoll.algorithms.items()]
+    lines += ["", "selection policy (first matching row wins):"]
+    lines += [f"  {where:11}  block <= {limit if limit is not None else 'any':>7}  -> {name}"
+              for where, limit, name in policy.TABLE]
+    lines += ["", "transports (PAPCOLL_TRANSPORT):"]
+    lines += [f"  {line}" for line in transport.status()]
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m papcoll", description=__doc__)
+    parser.add_argument("command", choices=["info"])
+    parser.parse_args(argv)
+    print(info())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

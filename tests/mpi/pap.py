@@ -1,0 +1,81 @@
+"""MPI worker for arrival behaviour, run as ``pap.py order ALG`` or ``pap.py timeout ALG``.
+
+order: the last rank arrives LATE seconds after the others. A PAP-aware algorithm lets the early
+    ranks finish every exchange among themselves before it arrives; Direct does not.
+timeout: the last rank never calls; the others must raise PapcollTimeoutError naming it within
+    the timeout, the Communicator must refuse further calls, and close() must still work.
+"""
+import os
+import sys
+import time
+
+import numpy as np
+from mpi4py import MPI
+
+import papcoll
+
+world = MPI.COMM_WORLD
+rank, size = world.Get_rank(), world.Get_size()
+late_rank = size - 1
+LATE = 1.0
+
+
+def order(name, nbytes):
+    with papcoll.Communicator(world, trace=True) as pc:
+        send = np.full(size * nbytes, rank, np.uint8)
+        recv = np.empty_like(send)
+        pc.Alltoall(send, recv, algorithm=name)          # warm-up: set-up cost is not arrival
+        world.Barrier()
+        if rank == late_rank:
+            time.sleep(LATE)
+        arrived = time.monotonic()
+        pc.Alltoall(send, recv, algorithm=name)
+        assert (recv.reshape(size, nbytes) == np.arange(size)[:, None]).all()
+        events = pc.traces[-1]["events"]
+    late_arrival = world.bcast(arrived, root=late_rank)
+    # Exchanges among early ranks that finished only after the late rank arrived:
+    held_up = [(what, peer, round(t - late_arrival, 3)) for what, peer, t in events
+               if rank != late_rank and peer != late_rank and what in ("sent", "received")
+               and t > late_arrival]
+    return world.gather(held_up, root=0)
+
+
+def timeout(name):
+    pc = papcoll.Communicator(world)
+    send = np.zeros(size * 16, np.uint8)
+    recv = np.empty_like(send)
+    pc.Alltoall(send, recv, algorithm=name)
+    world.Barrier()
+    if rank != late_rank:
+        start = time.monotonic()
+        try:
+            pc.Alltoall(send, recv, algorithm=name)
+            raise AssertionError(f"{name}: rank {rank} finished without rank {late_rank}")
+        except papcoll.PapcollTimeoutError as err:
+            elapsed = time.monotonic() - start
+            assert err.missing == [late_rank], err
+            assert f"[{late_rank}]" in str(err), err
+            limit = float(os.environ["PAPCOLL_TIMEOUT"])
+            assert elapsed < limit + 2, f"timeout took {elapsed:.1f} s"
+            print(f"rank {rank}: {err} ({elapsed:.1f} s)", flush=True)
+        try:
+            pc.Alltoall(send, recv, algorithm=name)
+            raise AssertionError("a broken Communicator accepted another call")
+        except papcoll.CommunicatorStateError:
+            pass
+    world.Barrier()           # the late rank stays out of the call until everyone has given up
+    pc.close()
+    pc.close()
+
+
+mode, name = sys.argv[1], sys.argv[2]
+if mode == "order":
+    for nbytes in (8, 65536):
+        held = order(name, nbytes)
+        if rank == 0:
+            held = {r: h for r, h in enumerate(held) if h}
+            print(f"ORDER {name} {nbytes}: held up {held if held else 'nothing'}", flush=True)
+else:
+    timeout(name)
+    if rank == 0:
+        print(f"TIMEOUT {name} ok", flush=True)

@@ -1,0 +1,29 @@
+"""Arrival behaviour of papcoll's own algorithms: PAP order and bounded waits."""
+import pytest
+
+import papcoll
+
+OWN = [name for name in papcoll.algorithms if name != "mpi"]   # mpi's waits are MPI's
+PAP = [name for name in OWN if name.startswith("pap_")]
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("name", PAP + ["direct"])
+def test_early_ranks_finish_among_themselves(run_mpi, name):
+    res = run_mpi(4, "pap.py", "order", name)
+    assert res.returncode == 0, res.stdout[-4000:]
+    lines = [line for line in res.stdout.splitlines() if line.startswith("ORDER")]
+    assert len(lines) == 2, res.stdout[-4000:]
+    if name == "direct":   # step order makes some early rank wait for the late one
+        assert all("held up nothing" not in line for line in lines), lines
+    else:
+        assert all("held up nothing" in line for line in lines), lines
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("name", OWN)
+def test_missing_rank_is_named_within_the_timeout(run_mpi, name):
+    res = run_mpi(3, "pap.py", "timeout", name, env={"PAPCOLL_TIMEOUT": "2"}, timeout=120)
+    assert res.returncode == 0, res.stdout[-4000:]
+    assert f"TIMEOUT {name} ok" in res.stdout
+    assert "no sign of rank(s) [2]" in res.stdout

@@ -1,0 +1,155 @@
+"""The random-arrival benchmark: its pure parts, the subcommand dispatcher, small MPI runs."""
+import argparse
+import importlib
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from conftest import MPIEXEC, MPIEXEC_FLAGS
+
+import papcoll
+from papcoll.bench import arrival
+
+bench_main = importlib.import_module("papcoll.bench.__main__")
+
+
+@pytest.mark.parametrize("text,nbytes", [("8", 8), ("8B", 8), ("8K", 8192), ("8kib", 8192),
+                                         ("8KB", 8192), ("1M", 1 << 20), (" 3 ", 3)])
+def test_parse_size(text, nbytes):
+    assert arrival.parse_size(text) == nbytes
+
+
+@pytest.mark.parametrize("text", ["0", "", "x", "8Q", "-1", "1.5K", "8 KK"])
+def test_parse_size_rejects(text):
+    with pytest.raises(argparse.ArgumentTypeError, match="size"):
+        arrival.parse_size(text)
+
+
+def test_size_lists_are_sorted_without_duplicates():
+    assert arrival.comma_list(arrival.parse_size)("1M,8,8K,8") == [8, 8192, 1 << 20]
+    assert [arrival.format_size(n) for n in (8, 1000, 1024, 65536, 1 << 20)] == \
+        ["8", "1000", "1K", "64K", "1M"]
+
+
+def test_algorithm_list_keeps_order_and_rejects_unknown():
+    names = list(papcoll.algorithms)
+    assert arrival.comma_list(arrival.parse_algorithm, sort=False)(",".join(names[::-1])) == \
+        names[::-1]
+    with pytest.raises(argparse.ArgumentTypeError, match="no_such_algorithm"):
+        arrival.parse_algorithm("no_such_algorithm")
+
+
+def test_delays_are_deterministic_per_seed_and_bounded():
+    def table(seed, size=8, mif=32):
+        return arrival.delay_table(arrival.block_rng(seed, size, mif), 20, 4, 1e-3)
+    assert np.array_equal(table(7), table(7))
+    assert not np.array_equal(table(7), table(8))
+    assert not np.array_equal(table(7), table(7, mif=1))
+    assert table(7).shape == (20, 4) and 0 <= table(7).min() and table(7).max() <= 1e-3
+
+
+@pytest.mark.parametrize("nprocs,fraction,late", [(4, 0.25, 1), (4, 0.75, 3), (16, 0.25, 4),
+                                                  (2, 0.25, 1), (3, 1.0, 3), (5, 0.5, 3)])
+def test_late_fraction_picks_the_right_count(nprocs, fraction, late):
+    assert arrival.late_count(nprocs, fraction) == late
+    table = arrival.delay_table(np.random.default_rng(1), 50, nprocs, 2.0, fraction)
+    assert ((table == 2.0).sum(axis=1) == late).all()
+    assert ((table == 0.0).sum(axis=1) == nprocs - late).all()
+    if late < nprocs:       # a different set of late processes from call to call
+        assert len({tuple(row) for row in table}) > 1
+
+
+def test_unavoidable_wait_hand_example():
+    # Arrivals 0, 1, 3, 4: the last one comes at 4, so the others wait 4, 3, 1, 0 -> mean 2.
+    assert arrival.unavoidable_wait([0, 1, 3, 4]) == 2
+    assert arrival.unavoidable_wait([[0, 1, 3, 4], [5, 5, 5, 5]]).tolist() == [2, 0]
+
+
+def test_summary_excess_is_time_in_call_minus_unavoidable_wait():
+    in_call = np.array([[3e-6, 5e-6], [1e-6, 1e-6]])      # 2 iterations x 2 processes
+    arrivals = np.array([[0.0, 2e-6], [0.0, 0.0]])
+    s = arrival.summarize(in_call, arrivals)
+    assert s["avg_us"] == pytest.approx(2.5) and s["min_us"] == pytest.approx(1)
+    assert s["max_us"] == pytest.approx(4) and s["unavoidable_us"] == pytest.approx(0.5)
+    assert s["excess_us"] == pytest.approx(2.0)
+
+
+def test_clock_offset_uses_the_fastest_round_trip():
+    # The remote clock is 100 ahead. Ping-pong A takes 10 with the reply at local 3 (asymmetric:
+    # its midpoint estimate is off by 2); ping-pong B takes 2, reply at local 21 (symmetric).
+    sent, received = [0.0, 20.0], [10.0, 22.0]
+    remote = [103.0, 121.0]
+    assert arrival.clock_offset(sent, remote, received) == (100.0, 2.0)
+
+
+def test_turn_order_rotates_who_goes_first():
+    orders = [arrival.turn_order(3, it) for it in range(3)]
+    assert all(sorted(order) == [0, 1, 2] for order in orders)
+    assert [order[0] for order in orders] == [0, 1, 2]
+
+
+def test_dispatcher_imports_only_the_chosen_subcommand(monkeypatch):
+    monkeypatch.setitem(bench_main.SUBCOMMANDS, "broken", ("no_such_module", "cannot import"))
+    module, args = bench_main.parse(["arrival", "--mif", "5,1", "--sizes", "8K"])
+    assert module is arrival and args.mif == [1, 5] and args.sizes == [8192]
+    with pytest.raises(ImportError):
+        bench_main.parse(["broken"])
+
+
+def run_arrival(nprocs, *options, timeout=240):
+    """``python -m papcoll.bench arrival`` under mpiexec, killed as a group if it hangs."""
+    cmd = [MPIEXEC, *MPIEXEC_FLAGS, "-n", str(nprocs), sys.executable, "-m", "mpi4py",
+           "-m", "papcoll.bench", "arrival", *map(str, options)]
+    env = {**os.environ, "PAPCOLL_TIMEOUT": "30"}
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        pytest.fail(f"arrival on {nprocs} ranks did not finish in {timeout} s:\n{out[-4000:]}")
+    return proc.returncode, out
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("late", [None, 0.5], ids=["random", "late50"])
+def test_arrival_run_writes_results(tmp_path, late):
+    sizes, mifs = [8, 4096], [0, 4]
+    options = ["--sizes", "8,4K", "--mif", "0,4", "--iterations", 3, "--warmup", 1,
+               "--out", tmp_path, "--name", "run"]
+    if late:
+        options += ["--late-fraction", late]
+    code, out = run_arrival(2, *options)
+    assert code == 0, out[-4000:]
+    assert "# papcoll random-arrival benchmark" in out
+    result = json.loads((tmp_path / "run.json").read_text())
+    assert (tmp_path / "run.png").read_bytes()[:4] == b"\x89PNG"
+    assert (tmp_path / "run.txt").exists()
+
+    assert {"command", "nprocs", "mpi_library", "seed", "t_msg", "clock", "algorithms",
+            "results", "late_fraction"} <= result.keys()
+    assert result["nprocs"] == 2 and result["late_fraction"] == late
+    assert "min over" in result["t_msg"]["method"]
+    assert [t["size"] for t in result["t_msg"]["per_size"]] == sizes
+    assert all(t["t_msg_us"] > 0 for t in result["t_msg"]["per_size"])
+    assert len(result["clock"]["per_rank"]) == 2
+    names = list(result["algorithms"])
+    assert "mpi" in names and set(names) | set(result["skipped"]) == set(papcoll.algorithms)
+    rows = result["results"]
+    assert [(r["size"], r["mif"], r["algorithm"]) for r in rows] == \
+        [(s, m, a) for s in sizes for m in mifs for a in names]
+    for row in rows:
+        assert 0 < row["min_us"] <= row["avg_us"] <= row["max_us"]
+        assert row["unavoidable_us"] >= 0
+        assert row["excess_us"] == pytest.approx(row["avg_us"] - row["unavoidable_us"])
+        assert np.array(row["per_rank"]["in_call_us"]).shape == (3, 2)
+        if row["algorithm"] == "mpi":
+            assert row["ratio_vs_mpi"] == pytest.approx(1.0)
+        if late and row["mif"]:
+            delays = np.array(row["per_rank"]["planned_delay_us"])
+            assert ((delays == row["delay_bound_us"]).sum(axis=1) == 1).all()
