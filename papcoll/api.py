@@ -23,6 +23,7 @@ class Context:
         self.algorithms = {}
         self.broken = None                # the error that left peers in an unknown state
         self.trace = Trace() if trace or config.trace() else NoTrace()
+        self.calls = 0
 
     def algorithm(self, name):
         algo = self.algorithms.get(name)
@@ -95,18 +96,22 @@ class Communicator(MPI.Intracomm):
         ``PAPCOLL_ALGORITHM``, else the selection policy); every rank must choose the same."""
         ctx = self._context()
         send, recv = parse_alltoall(sendbuf, recvbuf, ctx.size)
+        name = algorithm or config.algorithm() or policy.choose(ctx, recv.block)
+        lookup(name)   # an unknown name is an error even where nothing needs moving
         if recv.block == 0:
-            return      # MPI moves nothing and synchronises nothing for empty blocks either
+            return     # MPI moves nothing and synchronises nothing for empty blocks either
         if ctx.size == 1:
             if send is not None:
                 recv.data[:] = send.data
             return
-        name = algorithm or config.algorithm() or policy.choose(ctx, recv.block)
+        ctx.calls += 1
+        ctx.trace.begin(name, ctx.calls)
         try:
             ctx.algorithm(name).alltoall(send, recv)
         except PapcollTimeoutError as err:
             ctx.broken = err   # late peers may still write into our memory: never reuse it
             raise
+        ctx.trace.end()
 
     def _context(self):
         ctx = getattr(self, "_ctx", False)

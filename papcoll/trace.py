@@ -12,8 +12,8 @@ class Trace:
         self.calls = deque(maxlen=maxlen)
         self.current = None
 
-    def begin(self, algorithm, epoch):
-        self.current = {"algorithm": algorithm, "epoch": epoch, "enter": time.monotonic(),
+    def begin(self, algorithm, call):
+        self.current = {"algorithm": algorithm, "call": call, "enter": time.monotonic(),
                         "events": []}
         self.calls.append(self.current)
 
@@ -29,7 +29,7 @@ class Trace:
 class NoTrace:
     """Stands in for Trace when tracing is off, so algorithms need no ``if``."""
 
-    def begin(self, algorithm, epoch):
+    def begin(self, algorithm, call):
         pass
 
     def event(self, what, peer):

@@ -39,12 +39,10 @@ class OneSidedAlgorithm(Algorithm):
     def begin(self):
         self.epoch += 1
         self.deadline = Deadline(self.ctx.timeout)
-        self.ctx.trace.begin(self.name, self.epoch)
         return self.epoch
 
     def end(self):
         self.transport.complete()
-        self.ctx.trace.end()
 
     def advertise(self, recv):
         """Expose my receive buffer and tell every peer where it is: my arrival signal."""

@@ -1,0 +1,57 @@
+"""MPI worker for the user-facing API; valid at any N. Rank 0 prints API OK."""
+import numpy as np
+from mpi4py import MPI
+
+import papcoll
+from papcoll import api
+
+world = MPI.COMM_WORLD
+rank, size = world.Get_rank(), world.Get_size()
+send = np.arange(size * 2, dtype=np.int64) + 100 * rank
+want = np.empty_like(send)
+world.Alltoall(send, want)
+
+
+def raises(error, fn, *args, **kwargs):
+    try:
+        fn(*args, **kwargs)
+    except error as err:
+        return str(err)
+    raise AssertionError(f"{fn} did not raise {error.__name__}")
+
+
+with papcoll.Communicator(world, trace=True) as pc:
+    assert isinstance(pc, MPI.Intracomm) and pc == world
+    assert (pc.Get_rank(), pc.Get_size()) == (rank, size)
+    assert pc.bcast(rank * 7, root=size - 1) == (size - 1) * 7       # every other method is MPI's
+    recv = np.empty_like(send)
+    for name in papcoll.algorithms:
+        recv[:] = -1
+        pc.Alltoall(send, recv, algorithm=name)
+        assert np.array_equal(recv, want), name
+        assert size == 1 or pc.traces[-1]["algorithm"] == name
+    assert "unknown algorithm 'nope'" in raises(papcoll.AlgorithmError, pc.Alltoall, send, recv,
+                                                algorithm="nope")
+    assert "bytes per peer" in raises(papcoll.BufferSpecError, pc.Alltoall, send, recv[:-size])
+    dup = pc.Dup()                                  # a Communicator made by MPI: set up on use
+    dup.Alltoall(send, recv)
+    assert np.array_equal(recv, want) and type(dup) is papcoll.Communicator
+    dup.close()
+    dup.Free()
+
+pc.close()                                          # a second close is harmless
+assert "closed" in raises(papcoll.CommunicatorStateError, pc.Alltoall, send, recv)
+
+# The convenience caches one Communicator per communicator and forgets it when that is freed.
+comm = world.Dup()
+papcoll.Alltoall(comm, send, recv)
+cached = api._cached[comm.handle]
+papcoll.Alltoall(comm, MPI.IN_PLACE, recv_inplace := send.copy())
+assert api._cached[comm.handle] is cached and np.array_equal(recv_inplace, want)
+handle = comm.handle
+comm.Free()
+assert handle not in api._cached and cached.closed
+
+world.Barrier()
+if rank == 0:
+    print("API OK", flush=True)

@@ -1,0 +1,92 @@
+"""Buffer-spec parsing (no mpiexec needed: mpi4py runs as a singleton)."""
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+from papcoll.buffers import parse_alltoall
+from papcoll.errors import BufferSpecError
+
+N = 3
+
+
+def recv_of(spec):
+    return parse_alltoall(MPI.IN_PLACE, spec, N)[1]
+
+
+@pytest.mark.parametrize("spec,block,count", [
+    (np.zeros(6, np.complex128), 32, 2),
+    (np.zeros((3, 2), np.int32, order="F"), 8, 2),
+    (bytearray(9), 3, 3),
+    (memoryview(bytearray(9)), 3, 3),
+    ([np.zeros(6, np.float64), MPI.DOUBLE], 16, 2),
+    ([np.zeros(6, np.int32), "i"], 8, 2),
+    ([np.zeros(7, np.float64), 2, MPI.DOUBLE], 16, 2),
+    ([np.zeros(7, np.float64), (2, 1), MPI.DOUBLE], 16, 2),
+    ([np.zeros(7, np.float64), 2, 1, MPI.DOUBLE], 16, 2),
+    ([np.zeros(6, np.int32), 2], 8, 2),
+    (np.zeros(0, np.int32), 0, 0),
+    ([np.zeros(6, np.int32), MPI.INT.Create_contiguous(2).Commit()], 8, 1),
+])
+def test_accepted_specs(spec, block, count):
+    recv = recv_of(spec)
+    assert (recv.block, recv.count) == (block, count)
+    assert recv.data.dtype == np.uint8 and recv.data.nbytes == N * block
+    assert recv.data.flags.writeable
+
+
+def test_displacement_selects_the_right_bytes():
+    buf = np.arange(7, dtype=np.float64)
+    recv = recv_of([buf, (2, 1), MPI.DOUBLE])
+    assert recv.data.ctypes.data == buf.ctypes.data + 8
+    assert np.array_equal(recv.data.view(np.float64), buf[1:7])
+
+
+def test_fortran_order_keeps_memory_order():
+    buf = np.asfortranarray(np.arange(6, dtype=np.int32).reshape(3, 2))
+    recv = recv_of(buf)
+    assert recv.data.ctypes.data == buf.ctypes.data
+    assert np.array_equal(recv.data.view(np.int32), buf.ravel(order="F"))
+
+
+def readonly():
+    a = np.zeros(6, np.int32)
+    a.flags.writeable = False
+    return a
+
+
+same = np.zeros(6, np.int32)
+
+
+@pytest.mark.parametrize("send,recv,message", [
+    (np.zeros(6, np.int32), np.zeros(7, np.int32), "not a whole number"),
+    (np.zeros(6, np.int32), np.zeros(9, np.int32), "bytes per peer"),
+    (np.zeros(6, np.int32), np.zeros(6, np.float32), "does not match"),
+    (np.zeros(6, np.int32), np.zeros(12, np.int32)[::2], "not contiguous"),
+    (np.zeros(6, np.int32), readonly(), "read-only"),
+    (np.zeros(6, np.int32), bytes(24), "read-only"),
+    (np.zeros(6, np.int32), [np.zeros(6, np.int32), 3, MPI.INT], "holds 24"),
+    (np.zeros(6, np.int32), [np.zeros(6, np.int32), -1, MPI.INT], "must not be negative"),
+    (np.zeros(6, np.int32), [np.zeros(6, np.int32), 1.5, MPI.INT], "must be an integer"),
+    (np.zeros(6, np.int32), [np.zeros(6, np.int32), "nonsense"], "unknown MPI typecode"),
+    (np.zeros(6, np.int32), [np.zeros(12, np.int32), MPI.INT.Create_vector(2, 1, 2).Commit()],
+     "not contiguous bytes"),
+    (np.zeros(6, np.int32), [np.zeros(6, np.int32), 1, 2, 3, 4], "2 to 4 items"),
+    (5, np.zeros(6, np.int32), "expected a buffer"),
+    (np.zeros(6, ">i4"), np.zeros(6, np.int32), "no MPI datatype"),
+    (np.zeros(6, np.int32), MPI.IN_PLACE, "only valid as sendbuf"),
+    (same, same, "overlap"),
+])
+def test_bad_specs_name_the_problem(send, recv, message):
+    with pytest.raises(BufferSpecError, match=message):
+        parse_alltoall(send, recv, N)
+
+
+def test_in_place_has_no_send_message():
+    send, recv = parse_alltoall(MPI.IN_PLACE, np.zeros(6, np.int32), N)
+    assert send is None and recv.block == 8
+
+
+def test_contiguous_derived_type_matches_its_base_type():
+    pair = MPI.INT.Create_contiguous(2).Commit()
+    send, recv = parse_alltoall([np.zeros(6, np.int32), pair], np.zeros(6, np.int32), N)
+    assert send.block == recv.block == 8
