@@ -25,6 +25,7 @@ def mpirun(n, script, *args, env=None, timeout=300):
     ``python -m mpi4py`` aborts every rank on an unhandled exception, and the timeout kills the
     whole process group, so a broken algorithm can fail this test but never hang it.
     """
+    before = _mpi_segments()
     cmd = [MPIEXEC, *MPIEXEC_FLAGS, "-n", str(n), sys.executable, "-m", "mpi4py",
            str(HERE / "mpi" / script), *map(str, args)]
     full_env = {**os.environ, "PAPCOLL_TIMEOUT": "30", **(env or {})}
@@ -36,7 +37,15 @@ def mpirun(n, script, *args, env=None, timeout=300):
         os.killpg(proc.pid, signal.SIGKILL)
         out, _ = proc.communicate()
         pytest.fail(f"{script} on {n} ranks did not finish in {timeout} s:\n{out[-4000:]}")
+    finally:
+        if proc.returncode != 0:    # an aborted MPI job leaves its shared memory behind
+            for leftover in _mpi_segments() - before:
+                leftover.unlink(missing_ok=True)
     return subprocess.CompletedProcess(cmd, proc.returncode, out)
+
+
+def _mpi_segments():
+    return set(Path("/dev/shm").glob("mpich_shm_*"))
 
 
 @pytest.fixture
