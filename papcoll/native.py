@@ -56,6 +56,12 @@ def _load():
         ("pc_cma_writev", ssize, [pid, size, ptr, ptr, ptr, c.POINTER(size)]),
         ("pc_cma_probe", ssize, [pid, ptr, size, c.c_size_t, size, size, size, size, ptr]),
         ("pc_allow_ptrace_any", c.c_int, []),
+        ("pc_post_blocks", None, [ptr, size, ptr, size, size, size, ptr, u64]),
+        ("pc_collect_blocks", c.c_int, [ptr, size, ptr, size, u64, size, ptr, size, ptr, size,
+                                        size, ptr, size, i64]),
+        ("pc_cma_collect", c.c_int, [ptr, size, ptr, size, u64, size, ptr, size, ptr, size,
+                                     size, ptr, size, ptr, size, c.POINTER(size), i64]),
+        ("pc_wait_all_ge", c.c_int, [ptr, size, ptr, size, u64, i64]),
     ]:
         fn = getattr(lib, name)
         fn.restype, fn.argtypes = restype, argtypes
@@ -378,3 +384,131 @@ def allow_ptrace_any():
     rc = _lib.pc_allow_ptrace_any()
     if rc < 0:
         raise TransportError(-rc, f"prctl(PR_SET_PTRACER, ANY): {os.strerror(-rc)}")
+
+
+# ---- intra-node PAP loops ------------------------------------------------------------
+
+def _fast_address(array):
+    # For the hot paths: about half the cost of _address, for writable non-empty arrays.
+    try:
+        return ctypes.addressof(ctypes.c_char.from_buffer(array))
+    except (TypeError, ValueError):
+        return _address(array)
+
+
+def _check_blocks(array, offset, stride, length, count, what):
+    """Block i of count lies at array[offset + i * stride:][:length]: all inside array."""
+    if count and (offset < 0 or length < 0 or stride < 0
+                  or offset + (count - 1) * stride + length > array.nbytes):
+        raise ValueError(f"{what}: {count} blocks of {length} bytes at offset {offset}, stride "
+                         f"{stride} do not fit in its {array.nbytes} bytes")
+
+
+class PeerLoops:
+    """The C loops of an exchange among the n processes of a node (pc_post_blocks,
+    pc_collect_blocks, pc_cma_collect, pc_wait_all_ge), validated once.
+
+    ``flags`` (a :class:`Flags` of n) are the peers' arrival flags; for the CMA loop each flag
+    is word 0 of the peer's post and word 1 holds its buffer address. The loops keep their
+    state in ``pending`` (uint8, 1 = peer still to serve) and ``served`` (the order served),
+    which :meth:`expect` resets; a timed-out call leaves ``pending`` marking the missing peers.
+    With ``batch=1`` every call serves one peer, so the caller can see each arrival in turn.
+    """
+
+    def __init__(self, flags, batch=None):
+        if not isinstance(flags, Flags):
+            raise TypeError(f"flags must be a papcoll.native.Flags, not {type(flags).__name__}")
+        self.flags, self.n = flags, flags.size
+        self.pending = np.zeros(self.n, np.uint8)
+        self.served = np.zeros(self.n, np.uintp)
+        self.batch = operator.index(batch or self.n)
+        if not 1 <= self.batch <= max(self.n, 1):
+            raise ValueError(f"batch must be 1..{self.n}, not {self.batch}")
+        self._pending, self._served = _address(self.pending), _address(self.served)
+        self.left = 0
+
+    def expect(self, peers):
+        """Serve ``peers`` in the next calls: a bool/uint8 mask of n (the fast form, for hot
+        paths: precompute it) or a sequence of indices."""
+        if isinstance(peers, np.ndarray) and peers.shape == (self.n,) and peers.dtype in (
+                np.bool_, np.uint8):
+            np.copyto(self.pending, peers, casting="unsafe")
+        else:
+            self.pending.fill(0)
+            self.pending[list(peers)] = 1
+        self.left = int(np.count_nonzero(self.pending))
+
+    def missing(self):
+        """Indices of the peers still pending."""
+        return np.flatnonzero(self.pending).tolist()
+
+    def _served_now(self, rc):
+        if rc == _ETIMEDOUT:
+            return self.served[:0]
+        if rc < 0:
+            raise ValueError(f"native loop rejected its arguments ({os.strerror(-rc)})")
+        self.left -= rc
+        return self.served[:rc]
+
+    def collect_blocks(self, target, start, src, src_stride, dst, dst_stride, length, timeout):
+        """Copy ``length`` bytes from ``src[i * src_stride:]`` to ``dst[i * dst_stride:]`` for
+        each pending peer i whose flag is >= target, in arrival order from ``start``.
+        Returns the indices served by this call (empty after timeout seconds)."""
+        n = self.n
+        _check_blocks(src, 0, src_stride, length, n, "src")
+        _check_blocks(dst, 0, dst_stride, length, n, "dst")
+        rc = _lib.pc_collect_blocks(self.flags.address, self.flags.stride, self._pending, n,
+                                    target, _start(start, n), _fast_address(src), src_stride,
+                                    _fast_address(dst), dst_stride, length, self._served,
+                                    self.batch, _timeout_ns(timeout))
+        return self._served_now(rc)
+
+    def cma_collect(self, target, start, pids, remote_offset, dst, dst_stride, length, acks,
+                    timeout):
+        """Read ``length`` bytes at (peer i's published address + remote_offset) in process
+        ``pids[i]`` (int32 array; 0 = this process) into ``dst[i * dst_stride:]`` for each
+        pending peer i whose flag is >= target, in arrival order from ``start``; after each,
+        store target in ``acks`` (a writable Flags of n). Returns the indices served (empty
+        after timeout seconds); a failed read raises TransportError naming the pid."""
+        n = self.n
+        if not (isinstance(pids, np.ndarray) and pids.dtype == np.int32 and pids.size == n
+                and pids.flags.c_contiguous):
+            raise TypeError(f"pids must be a contiguous int32 array of {n}")
+        if not (isinstance(acks, Flags) and acks.size == n and acks._writable):
+            raise TypeError(f"acks must be a writable Flags of {n}")
+        _check_blocks(dst, 0, dst_stride, length, n, "dst")
+        err = ctypes.c_size_t()
+        rc = _lib.pc_cma_collect(self.flags.address, self.flags.stride, self._pending, n,
+                                 target, _start(start, n), _address(pids), remote_offset,
+                                 _fast_address(dst), dst_stride, length, acks.address,
+                                 acks.stride, self._served, self.batch, ctypes.byref(err),
+                                 _timeout_ns(timeout))
+        if rc < 0 and rc not in (_ETIMEDOUT, -errno.EINVAL, _ENOENT):
+            i = err.value
+            remote = ctypes.c_uint64.from_address(self.flags.address + i * self.flags.stride + 8)
+            raise _cma_error(rc, "read of", int(pids[i]), length, remote.value + remote_offset)
+        return self._served_now(rc)
+
+    def wait_all(self, target, timeout):
+        """Wait until every pending flag is >= target: True, or False after timeout seconds
+        (``missing()`` then names the peers still short)."""
+        rc = _sliced(_lib.pc_wait_all_ge, (self.flags.address, self.flags.stride, self._pending,
+                                           self.n, target), timeout)
+        if rc == -errno.EINVAL:
+            raise ValueError("native wait rejected its arguments")
+        if rc == 0:
+            self.left = 0
+        return rc == 0
+
+
+def post_blocks(src, src_stride, dst, dst_stride, length, count, flags, index, value):
+    """Copy ``count`` blocks of ``length`` bytes, block i from ``src[i * src_stride:]`` to
+    ``dst[i * dst_stride:]`` (uint8 arrays), then publish ``value`` in ``flags[index]``
+    (release), so that whoever sees the value also sees the blocks."""
+    _check_blocks(src, 0, src_stride, length, count, "src")
+    _check_blocks(dst, 0, dst_stride, length, count, "dst")
+    if not flags._writable:
+        raise ValueError("cannot store into a read-only flags array")
+    _lib.pc_post_blocks(_fast_address(src), src_stride, _fast_address(dst), dst_stride, length,
+                        count, flags.address + _index(index, flags.size, "flag index")
+                        * flags.stride, value)

@@ -20,14 +20,18 @@ MPIEXEC_FLAGS = ["--allow-run-as-root", "--oversubscribe"] if _open_mpi() else [
 
 
 def mpirun(n, script, *args, env=None, timeout=300):
-    """Run ``tests/mpi/<script>`` on ``n`` ranks; return the CompletedProcess (output as text).
+    """Run ``tests/mpi/<script>`` on ``n`` ranks; return the CompletedProcess (output as text)."""
+    return launch(n, [HERE / "mpi" / script, *args], env=env, timeout=timeout)
+
+
+def launch(n, argv, env=None, timeout=300):
+    """Run ``python -m mpi4py ARGV...`` on ``n`` ranks; return the CompletedProcess.
 
     ``python -m mpi4py`` aborts every rank on an unhandled exception, and the timeout kills the
     whole process group, so a broken algorithm can fail this test but never hang it.
     """
     before = _mpi_segments()
-    cmd = [MPIEXEC, *MPIEXEC_FLAGS, "-n", str(n), sys.executable, "-m", "mpi4py",
-           str(HERE / "mpi" / script), *map(str, args)]
+    cmd = [MPIEXEC, *MPIEXEC_FLAGS, "-n", str(n), sys.executable, "-m", "mpi4py", *map(str, argv)]
     full_env = {**os.environ, "PAPCOLL_TIMEOUT": "30", **(env or {})}
     proc = subprocess.Popen(cmd, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, start_new_session=True)
@@ -36,7 +40,7 @@ def mpirun(n, script, *args, env=None, timeout=300):
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         out, _ = proc.communicate()
-        pytest.fail(f"{script} on {n} ranks did not finish in {timeout} s:\n{out[-4000:]}")
+        pytest.fail(f"{argv} on {n} ranks did not finish in {timeout} s:\n{out[-4000:]}")
     finally:
         if proc.returncode != 0:    # an aborted MPI job leaves its shared memory behind
             for leftover in _mpi_segments() - before:

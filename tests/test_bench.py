@@ -2,14 +2,10 @@
 import argparse
 import importlib
 import json
-import os
-import signal
-import subprocess
-import sys
 
 import numpy as np
 import pytest
-from conftest import MPIEXEC, MPIEXEC_FLAGS
+from conftest import launch
 
 import papcoll
 from papcoll.bench import arrival
@@ -101,19 +97,8 @@ def test_dispatcher_imports_only_the_chosen_subcommand(monkeypatch):
 
 
 def run_arrival(nprocs, *options, timeout=240):
-    """``python -m papcoll.bench arrival`` under mpiexec, killed as a group if it hangs."""
-    cmd = [MPIEXEC, *MPIEXEC_FLAGS, "-n", str(nprocs), sys.executable, "-m", "mpi4py",
-           "-m", "papcoll.bench", "arrival", *map(str, options)]
-    env = {**os.environ, "PAPCOLL_TIMEOUT": "30"}
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, start_new_session=True)
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
-        pytest.fail(f"arrival on {nprocs} ranks did not finish in {timeout} s:\n{out[-4000:]}")
-    return proc.returncode, out
+    res = launch(nprocs, ["-m", "papcoll.bench", "arrival", *options], timeout=timeout)
+    return res.returncode, res.stdout
 
 
 @pytest.mark.mpi

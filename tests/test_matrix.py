@@ -2,6 +2,11 @@
 import pytest
 
 import papcoll
+from papcoll.transport.cma import cma_status
+
+
+def cma_available():
+    return cma_status().startswith("CMA: available")
 
 CASES = sorted({(n, k) for n in range(1, 6) for k in (1, 2, 3, n) if k <= n})
 
@@ -12,7 +17,11 @@ def test_matches_mpi_alltoall(run_mpi, nprocs, node_size):
     res = run_mpi(nprocs, "matrix.py", env={"PAPCOLL_NODE_SIZE": str(node_size)})
     assert res.returncode == 0, res.stdout[-6000:]
     for name in papcoll.algorithms:
-        assert f"PASS {name}:" in res.stdout, res.stdout[-3000:]
+        skipped = f"SKIP {name}:" in res.stdout
+        # Only a multi-node topology excuses an algorithm (the intra-node ones), or CMA being
+        # unavailable on this machine, as this process finds it too.
+        excused = node_size < nprocs or (name == "cma_pap" and not cma_available())
+        assert f"PASS {name}:" in res.stdout or (skipped and excused), res.stdout[-3000:]
     assert "PASS mixed" in res.stdout
 
 

@@ -73,7 +73,7 @@ class Peer:
     def _serve(self, commands, replies):
         buf = self.expected.copy()
         os.write(replies, struct.pack("Q", buf.ctypes.data))
-        while (cmd := os.read(commands, 1)) == b"d":
+        while os.read(commands, 1) == b"d":
             os.write(replies, buf.tobytes())
 
     def dump(self):

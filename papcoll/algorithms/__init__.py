@@ -1,5 +1,6 @@
 """Alltoall algorithms: one module each, registered by name (see registry.py, policy.py)."""
-from . import direct, mpi, pap_direct  # noqa: F401  (importing a module registers it)
+# Importing a module registers its algorithms.
+from . import cma_pap, direct, mpi, pap_direct, shm_pap  # noqa: F401
 from .registry import REGISTRY, Algorithm, lookup, register
 
 __all__ = ["REGISTRY", "Algorithm", "lookup", "register"]

@@ -1,8 +1,9 @@
 """MPI worker: every registered algorithm against MPI_Alltoall on the same inputs.
 
 Run as ``mpiexec -n N python -m mpi4py tests/mpi/matrix.py [ALGORITHM...]`` (all algorithms by
-default). Valid at any N. Rank 0 prints one PASS line per algorithm; any mismatch raises, and
-``-m mpi4py`` then aborts every rank.
+default). Valid at any N. Rank 0 prints one PASS line per algorithm, or SKIP with the reason for
+one that cannot run on this topology; any mismatch raises, and ``-m mpi4py`` then aborts every
+rank.
 """
 import os
 import random
@@ -101,10 +102,22 @@ def repeated(pc, name, ncalls):
     return ncalls
 
 
+def runnable(pc, names):
+    """The names whose algorithm can run on this topology; rank 0 reports the others as SKIP."""
+    usable = []
+    for name in names:
+        reason = papcoll.algorithms[name].unsupported(pc._context())   # same on every rank
+        if reason is None:
+            usable.append(name)
+        elif rank == 0:
+            print(f"SKIP {name}: {reason}", flush=True)
+    return usable
+
+
 def main():
-    names = sys.argv[1:] or sorted(papcoll.algorithms)
     ncalls = int(os.environ.get("PAPCOLL_TEST_CALLS", "200"))
     with papcoll.Communicator(world) as pc:
+        names = runnable(pc, sys.argv[1:] or sorted(papcoll.algorithms))
         for name in names:
             t0 = time.perf_counter()
             cases = matrix(pc, name)

@@ -1,0 +1,81 @@
+"""What the intra-node algorithms (shm_pap, cma_pap) share: the single-node check, the epoch,
+and the wait that serves peers in arrival order through one native loop call.
+
+Each instance counts its own calls (epochs from 1) and owns its own segment, so the flags of
+different algorithms never mix; every call is a full exchange, so no process is ever more
+than one epoch ahead of a peer. Peers are local ranks; errors name the user's ranks.
+"""
+import time
+
+from ..errors import PapcollTimeoutError
+from ..progress import Deadline
+from ..trace import NoTrace
+from .registry import Algorithm
+
+SLICE = 0.1   # longest native wait, so that Ctrl-C gets through between slices
+
+
+def spans_nodes(ctx):
+    """Why an intra-node algorithm cannot run on ctx (None if all ranks share one node)."""
+    nodes = len(ctx.topology.nodes)
+    if nodes == 1:
+        return None
+    how = " (emulated with PAPCOLL_NODE_SIZE)" if ctx.topology.emulated else ""
+    return f"intra-node only, and this communicator spans {nodes} nodes{how}"
+
+
+class IntraNodeAlgorithm(Algorithm):
+    @classmethod
+    def unsupported(cls, ctx):
+        return spans_nodes(ctx)
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        topo = ctx.topology
+        self.local = topo.local
+        self.n, self.me = self.local.Get_size(), self.local.Get_rank()
+        self.ranks = topo.nodes[topo.node]          # local rank -> rank in the communicator
+        self.start = (self.me + 1) % self.n          # contention-free: successors first
+        self.tracing = not isinstance(ctx.trace, NoTrace)
+        self.epoch = 0
+
+    def start_call(self):
+        """A call begins: its deadline, and its trace record under the epoch it starts with."""
+        self.deadline = Deadline(self.ctx.timeout)
+        self.ctx.trace.begin(self.name, self.epoch + 1)
+
+    def next_epoch(self):
+        self.epoch += 1
+        return self.epoch
+
+    def serve(self, loops, collect, what):
+        """Call ``collect(start, timeout)`` (a native loop over ``loops``) until it has served
+        every pending peer; each served peer's block has arrived. Raises at the deadline."""
+        start = self.start
+        while loops.left:
+            served = collect(start, self.left())
+            if len(served):
+                start = (int(served[-1]) + 1) % self.n
+                if self.tracing:
+                    self.trace_each("received", served)
+            elif self.deadline.expired():
+                raise self.timeout(what, loops.missing())
+
+    def wait_all(self, loops, target, what):
+        """Wait until every pending flag of ``loops`` is >= target. Raises at the deadline."""
+        while not loops.wait_all(target, self.left()):
+            if self.deadline.expired():
+                raise self.timeout(what, loops.missing())
+
+    def left(self):
+        """Seconds to the deadline, at most SLICE: one native wait."""
+        return min(max(self.deadline.end - time.monotonic(), 0.0), SLICE)
+
+    def timeout(self, what, peers):
+        return PapcollTimeoutError(f"{self.name} {what}", [self.ranks[q] for q in peers],
+                                   self.ctx.timeout)
+
+    def trace_each(self, what, peers):
+        for q in peers:
+            if q != self.me:
+                self.ctx.trace.event(what, self.ranks[q])

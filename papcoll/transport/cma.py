@@ -1,0 +1,304 @@
+"""Cross Memory Attach inside a node: single-copy transfers with process_vm_readv/writev.
+
+A :class:`CmaNode` is set up once per node group (collective over its communicator): every
+process allows CMA on itself (``allow_ptrace_any``: Yama ptrace_scope 1 needs the opt-in),
+PIDs are exchanged, and a real 1-byte read of every peer at an address it published in the
+node segment proves that CMA works here. If it does not (EPERM under ptrace_scope >= 2,
+ENOSYS, a seccomp filter...), ``reason`` says why in one line and papcoll uses shared memory.
+
+Buffer addresses travel per call through the segment. Each process's control page holds:
+
+* ``POST``: word 0 the epoch of the operation whose buffer I published, word 1 its address;
+* ``DONE``: the epoch of the last operation in which I finished my accesses;
+* ``ACKS + q * LINE``: the epoch in which I last finished reading or writing q's buffer.
+
+One address slot is enough because whoever publishes a buffer does not leave the operation
+before every process that accesses it has said so (DONE or ACKS): nobody can still need my
+address of operation e once I publish one for e + 1.
+
+The one-to-all and all-to-one primitives of Chakraborty et al. ("Contention-aware
+kernel-assisted MPI collectives") are methods: many readers of one process contend for its
+page-table lock, so ``scatter_read``/``gather_write`` let at most k peers at a time at the root
+(throttle factor k; k = n - 1 is parallel read/write), and ``scatter_write``/``gather_read``
+have the root do every copy itself, one at a time, in the order the peers arrive.
+"""
+import os
+import time
+
+import numpy as np
+
+from .. import native
+from ..errors import PapcollTimeoutError, TransportError
+from ..progress import Deadline
+from .shm import LINE, Segment
+
+POST, DONE, ACKS = 0, LINE, 2 * LINE
+THROTTLE = 4      # default k: the CMA paper's best on Xeon; measure with papcoll.bench cma-model
+YAMA = "/proc/sys/kernel/yama/ptrace_scope"
+
+
+def control_bytes(n):
+    return ACKS + n * LINE
+
+
+class CmaNode:
+    """Collective over ``comm`` (processes that share a node): PIDs, the segment, the check.
+    ``available`` / ``reason`` tell whether CMA works between all of them."""
+
+    def __init__(self, comm, timeout=60.0, ranks=None):
+        self.comm, self.timeout = comm, timeout
+        self.n, self.me = comm.Get_size(), comm.Get_rank()
+        self.ranks = list(range(self.n)) if ranks is None else list(ranks)  # for errors
+        self.pids = np.array(comm.allgather(os.getpid()), np.int32)
+        self.segment = Segment(comm, control_bytes(self.n), 0)
+        self.posts = native.Flags(self.segment.words(POST))
+        self.done = native.Flags(self.segment.words(DONE))
+        self.my_acks = native.Flags(self.segment.my_words(ACKS, self.n))  # I read/wrote q's
+        self.acks_for_me = native.Flags(self.segment.words(ACKS + self.me * LINE))
+        self.my_post = self.segment.my_words(POST, 2, 8)
+        self.loops = native.PeerLoops(self.posts)
+        self.epoch = 0
+        self.reason = next(filter(None, comm.allgather(self._check())), None)
+
+    @property
+    def available(self):
+        return self.reason is None
+
+    def _check(self):
+        """Why CMA does not work from this process to its peers (None if it does)."""
+        try:
+            native.allow_ptrace_any()
+        except TransportError as err:
+            return f"cannot allow CMA on this process: {err}"
+        probe = np.array([self.me + 1], np.uint8)
+        self.my_post[1] = probe.ctypes.data
+        self.comm.Barrier()                     # every address is published
+        got = np.zeros(1, np.uint8)
+        reason = None
+        for peer in range(self.n):
+            if peer == self.me:
+                continue
+            try:
+                native.cma_read(int(self.pids[peer]), got, int(self.segment.words(POST + 8)[peer]))
+            except TransportError as err:
+                reason = f"process_vm_readv from local rank {peer} failed: {err}{_yama_note()}"
+                break
+            if got[0] != peer + 1:
+                reason = f"process_vm_readv from local rank {peer} returned wrong data"
+                break
+        self.comm.Barrier()                     # nobody reads the probe any more
+        self.my_post[1] = 0
+        return reason
+
+    def close(self):
+        self.loops = self.posts = self.done = self.my_acks = self.acks_for_me = None
+        self.my_post = None
+        self.segment.close()
+
+    # ---- one operation -------------------------------------------------------------------
+
+    def begin(self):
+        """Start the next operation (every process of the node does so): its epoch."""
+        if self.reason is not None:
+            raise TransportError(f"CMA is unavailable here: {self.reason}")
+        self.epoch += 1
+        self.deadline = Deadline(self.timeout)
+        return self.epoch
+
+    def post(self, array, epoch):
+        """Publish the address of ``array`` for operation ``epoch`` (address first, then the
+        flag with release ordering)."""
+        self.my_post[1] = native._fast_address(array) if array.nbytes else 0
+        self.posts.store(self.me, epoch)
+
+    def wait(self, flags, index, epoch, what):
+        """Wait until ``flags[index] >= epoch`` or raise naming local rank ``index``."""
+        while not flags.wait_ge(index, epoch, self._left()):
+            if self.deadline.expired():
+                raise PapcollTimeoutError(f"CMA {what}", [self.ranks[index]], self.timeout)
+
+    def wait_all(self, flags, peers, epoch, what):
+        """Wait until ``flags[q] >= epoch`` for every q in peers, or raise naming the missing."""
+        loops = native.PeerLoops(flags)
+        loops.expect(peers)
+        if not loops.wait_all(epoch, self._left()):
+            raise PapcollTimeoutError(f"CMA {what}", self.user_ranks(loops.missing()),
+                                      self.timeout)
+
+    def user_ranks(self, peers):
+        return [self.ranks[q] for q in peers]
+
+    def address(self, peer):
+        """The buffer address ``peer`` published (read after its flag)."""
+        return int(self.segment.words(POST + 8)[peer])
+
+    def _left(self):
+        return max(self.deadline.end - time.monotonic(), 0.0)
+
+    def _readers_before(self, root, k):
+        """The process whose access must end before mine starts when k at a time access the
+        root: the one k places earlier in the order root+1, root+2, ... (None: no wait)."""
+        position = (self.me - root) % self.n
+        if k is None or position <= k:
+            return None
+        return (self.me - k) % self.n
+
+    def _others(self, root):
+        return [q for q in range(self.n) if q != root]
+
+    # ---- one-to-all ----------------------------------------------------------------------
+
+    def scatter_read(self, root, send, recv, k=None):
+        """One-to-all, reader-driven: every process reads its block of ``send`` (root's, n
+        blocks of recv.nbytes) into ``recv``, at most ``k`` at a time in the order root+1,
+        root+2, ... (throttled read; None: all at once, parallel read)."""
+        epoch = self.begin()
+        if self.me == root:
+            self.post(send, epoch)
+            recv[:] = send[root * recv.nbytes:(root + 1) * recv.nbytes]
+            self.wait_all(self.done, self._others(root), epoch, "scatter: waiting for readers")
+            return
+        self._throttled(root, k, epoch, lambda addr: native.cma_read(
+            int(self.pids[root]), recv, addr + self.me * recv.nbytes))
+
+    def scatter_write(self, root, send, recv):
+        """One-to-all, root-driven: the root writes each process's block into its ``recv``
+        itself, one at a time, in the order the processes arrive (sequential write)."""
+        epoch = self.begin()
+        if self.me != root:
+            self.post(recv, epoch)
+            self.wait(self.acks_of(root), self.me, epoch, "scatter: waiting for the root")
+            return
+        recv[:] = send[root * recv.nbytes:(root + 1) * recv.nbytes]
+        size = recv.nbytes
+
+        def write(peer):
+            native.cma_write(int(self.pids[peer]), self.address(peer),
+                             send[peer * size:(peer + 1) * size])
+        self._root_serves(root, epoch, write, "scatter: waiting for processes")
+
+    # ---- all-to-one ----------------------------------------------------------------------
+
+    def gather_write(self, root, send, recv, k=None):
+        """All-to-one, writer-driven: every process writes ``send`` into its block of the
+        root's ``recv``, at most ``k`` at a time (throttled write; None: parallel write)."""
+        epoch = self.begin()
+        if self.me == root:
+            self.post(recv, epoch)
+            recv[root * send.nbytes:(root + 1) * send.nbytes] = send
+            self.wait_all(self.done, self._others(root), epoch, "gather: waiting for writers")
+            return
+        self._throttled(root, k, epoch, lambda addr: native.cma_write(
+            int(self.pids[root]), addr + self.me * send.nbytes, send))
+
+    def gather_read(self, root, send, recv):
+        """All-to-one, root-driven: the root reads every process's ``send`` into its block of
+        ``recv`` itself, one at a time, in the order the processes arrive (sequential read)."""
+        epoch = self.begin()
+        if self.me != root:
+            self.post(send, epoch)
+            self.wait(self.acks_of(root), self.me, epoch, "gather: waiting for the root")
+            return
+        size = send.nbytes
+        recv[root * size:(root + 1) * size] = send
+        self.loops.expect(self._others(root))
+        while self.loops.left:
+            if not len(self.loops.cma_collect(epoch, (root + 1) % self.n, self.pids, 0, recv,
+                                              size, size, self.my_acks, min(self._left(), 0.1))) \
+                    and self.deadline.expired():
+                raise PapcollTimeoutError("CMA gather: waiting for processes",
+                                          self.user_ranks(self.loops.missing()), self.timeout)
+
+    # ---- shared steps --------------------------------------------------------------------
+
+    def acks_of(self, peer):
+        """``peer``'s ACKS words (entry q: the epoch in which it last served q)."""
+        base = peer * self.segment.control_stride + ACKS
+        return native.Flags(np.ndarray((self.n,), np.uint64, self.segment.array, base, (LINE,)))
+
+    def _throttled(self, root, k, epoch, access):
+        """A non-root's turn in a throttled operation: wait for the root's buffer and for the
+        process k places earlier, access the root's buffer, say DONE."""
+        self.wait(self.posts, root, epoch, "waiting for the root's buffer")
+        before = self._readers_before(root, k)
+        if before is not None:
+            self.wait(self.done, before, epoch, "waiting for my turn")
+        access(self.address(root))
+        self.done.store(self.me, epoch)
+
+    def _root_serves(self, root, epoch, serve, what):
+        """The root serves every other process as soon as it has posted, starting at root+1;
+        each is told by its ACKS entry."""
+        pending = np.ones(self.n, np.uint8)
+        pending[root] = 0
+        out = np.empty(self.n, np.intp)
+        start = (root + 1) % self.n
+        while pending.any():
+            ready = self.posts.wait_ready_ge(pending, epoch, min(self._left(), 0.1), start, out)
+            if not len(ready) and self.deadline.expired():
+                raise PapcollTimeoutError(f"CMA {what}",
+                                          self.user_ranks(np.flatnonzero(pending)), self.timeout)
+            for peer in ready:
+                serve(int(peer))
+                self.my_acks.store(peer, epoch)
+                pending[peer] = 0
+                start = (int(peer) + 1) % self.n
+
+
+# ---- status for `python -m papcoll info` ----------------------------------------------------
+
+def _yama_scope():
+    try:
+        with open(YAMA) as f:
+            return int(f.read().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def _yama_note():
+    scope = _yama_scope()
+    return "" if scope is None else f" (Yama ptrace_scope={scope})"
+
+
+def _probe_from_child():
+    """Whether a child process may read this process's memory with CMA, as a sibling rank
+    would after this process opted in: None, or why not."""
+    try:
+        native.allow_ptrace_any()
+    except TransportError as err:
+        return f"cannot allow CMA on this process: {err}"
+    probe = np.array([42], np.uint8)
+    parent, address = os.getpid(), probe.ctypes.data
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        try:
+            got = np.zeros(1, np.uint8)
+            native.cma_read(parent, got, address)
+            code = 0 if got[0] == 42 else 255
+        except TransportError as err:
+            code = err.errno or 254
+        finally:
+            os._exit(code)
+    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    if code == 0:
+        return None
+    if 0 < code < 254:
+        return f"process_vm_readv: {os.strerror(code)}{_yama_note()}"
+    return f"process_vm_readv failed (child exit status {code}){_yama_note()}"
+
+
+def cma_status():
+    """One line: whether CMA works between processes of this user here, and why."""
+    reason = _probe_from_child()
+    if reason is not None:
+        return f"CMA: unavailable: {reason}; using shared memory"
+    scope = _yama_scope()
+    if scope is None:
+        how = "no Yama ptrace restrictions"
+    elif scope == 0:
+        how = "Yama ptrace_scope=0"
+    else:
+        how = f"Yama ptrace_scope={scope}, opted in with PR_SET_PTRACER"
+    return f"CMA: available ({how})"
+

@@ -1,0 +1,145 @@
+"""The node segment: shared memory that the processes of one node poll and copy through.
+
+Layout (Graham & Shipman): for each of the n local processes a page-aligned **control page**,
+then for each a page-aligned **data region**. Process i writes only its own control page and
+data region; others only read them, so there are no locks and no two writers on a cache line.
+Flags inside a control page sit on separate cache lines (``LINE`` bytes apart), and the same
+flag of every process is one strided array: ``words(offset)`` -- the form the native waits take.
+
+Why a POSIX shared memory object and not ``MPI.Win.Allocate_shared``: its lifetime is ours.
+Freeing an MPI window is collective, and papcoll must be able to close after a peer died
+(the timeout path), where a collective would hang; unmapping our own mapping never waits.
+The object is created 0600 with O_EXCL under a random name, and its name is unlinked as soon
+as every local process has mapped it, so from then on no crash can leave it in /dev/shm: the
+memory goes away with the last mapping.
+"""
+import errno
+import mmap
+import os
+import secrets
+
+import numpy as np
+
+from ..errors import TransportError
+
+SHM_DIR = "/dev/shm"     # where Linux keeps POSIX shared memory objects (glibc shm_open)
+PREFIX = "papcoll-"      # every name papcoll creates starts with it, then the creator's pid
+LINE = 64                # bytes between flags: one cache line each
+PAGE = mmap.PAGESIZE
+
+
+def round_up(nbytes, unit):
+    return -(-nbytes // unit) * unit
+
+
+class Segment:
+    """Collective over ``comm`` (the processes of one node): map one shared segment with a
+    control page of ``control_bytes`` and a data region of ``data_bytes`` per process (both
+    rounded up to whole pages), zero-filled. ``close()`` is local and safe twice."""
+
+    def __init__(self, comm, control_bytes, data_bytes):
+        self.n, self.me = comm.Get_size(), comm.Get_rank()
+        self.control_stride = round_up(max(control_bytes, 1), PAGE)
+        self.region_stride = round_up(data_bytes, PAGE)
+        self.data_offset = self.n * self.control_stride
+        self.nbytes = self.data_offset + self.n * self.region_stride
+        self._map = None
+        name = _create(self.nbytes) if self.me == 0 else None
+        name = comm.bcast(name, root=0)
+        try:
+            error = None if isinstance(name, TransportError) else self._attach(name)
+            errors = comm.allgather(error)      # every process has mapped it, or given up
+        finally:
+            if self.me == 0 and not isinstance(name, TransportError):
+                _unlink(name)
+        failed = name if isinstance(name, TransportError) else next(filter(None, errors), None)
+        if failed is not None:
+            self.close()
+            raise failed
+        self.array = np.frombuffer(self._map, np.uint8)
+        # First touch from the owner places its control page near it on NUMA machines.
+        self.control(self.me)[:] = 0
+
+    def _attach(self, name):
+        try:
+            fd = os.open(os.path.join(SHM_DIR, name), os.O_RDWR | os.O_NOFOLLOW)
+            try:
+                self._map = mmap.mmap(fd, self.nbytes)
+            finally:
+                os.close(fd)
+        except OSError as err:
+            return TransportError(err.errno, f"cannot map the node segment {name}: {err}")
+        return None
+
+    def control(self, i):
+        """Process i's control page (uint8)."""
+        start = i * self.control_stride
+        return self.array[start:start + self.control_stride]
+
+    def region(self, i):
+        """Process i's data region (uint8)."""
+        start = self.data_offset + i * self.region_stride
+        return self.array[start:start + self.region_stride]
+
+    @property
+    def regions(self):
+        """All data regions, region i at ``i * region_stride`` (uint8)."""
+        return self.array[self.data_offset:]
+
+    def words(self, offset):
+        """The uint64 at ``offset`` of every control page: entry i is process i's."""
+        if offset % 8 or not 0 <= offset <= self.control_stride - 8:
+            raise ValueError(f"word offset {offset} is not inside an aligned control page")
+        return np.ndarray((self.n,), np.uint64, self._map, offset, (self.control_stride,))
+
+    def my_words(self, offset, count, stride=LINE):
+        """``count`` uint64 of my own control page from ``offset``, ``stride`` bytes apart."""
+        if offset % 8 or stride % 8 or offset + (count - 1) * stride + 8 > self.control_stride:
+            raise ValueError(f"{count} words from {offset} by {stride} do not fit a control page")
+        return np.ndarray((count,), np.uint64, self._map, self.me * self.control_stride + offset,
+                          (stride,))
+
+    def close(self):
+        """Drop my mapping. Views handed out keep it alive until they go too."""
+        mapping, self._map = self._map, None
+        self.array = None
+        if mapping is not None:
+            try:
+                mapping.close()
+            except BufferError:     # views still alive: the mapping goes with the last one
+                pass
+
+    @property
+    def closed(self):
+        return self._map is None
+
+
+def _create(nbytes):
+    """A new 0600 shared memory object of nbytes: its name, or the TransportError."""
+    for _ in range(8):
+        name = f"{PREFIX}{os.getpid()}-{secrets.token_hex(6)}"
+        path = os.path.join(SHM_DIR, name)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        except FileExistsError:
+            continue
+        except OSError as err:
+            return TransportError(err.errno, f"cannot create a node segment in {SHM_DIR}: {err}")
+        try:
+            os.fchmod(fd, 0o600)        # exactly owner-only, whatever the umask
+            os.ftruncate(fd, nbytes)
+        except OSError as err:
+            _unlink(name)
+            return TransportError(err.errno, f"cannot size the node segment {path} to "
+                                             f"{nbytes} bytes: {err}")
+        finally:
+            os.close(fd)
+        return name
+    return TransportError(errno.EEXIST, f"no free segment name in {SHM_DIR}")
+
+
+def _unlink(name):
+    try:
+        os.unlink(os.path.join(SHM_DIR, name))
+    except FileNotFoundError:
+        pass
