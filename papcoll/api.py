@@ -1,4 +1,5 @@
 """The user-facing API: ``Communicator`` (an MPI.Intracomm with papcoll's Alltoall) and ``Alltoall``."""
+import atexit
 import itertools
 import weakref
 
@@ -156,7 +157,8 @@ def _keyval():
 
 
 def _close_all(*_):
-    # MPI_Finalize deletes COMM_SELF's attributes first, while MPI still works (MPI-3 8.7.1).
+    if MPI.Is_finalized():
+        return
     for serial in sorted(_open):
         comm = _open[serial]()
         if comm is not None:
@@ -164,4 +166,8 @@ def _close_all(*_):
 
 
 def _at_finalize():
-    MPI.COMM_SELF.Set_attr(MPI.Comm.Create_keyval(delete_fn=_close_all), None)
+    # An explicit MPI.Finalize() deletes COMM_SELF's attributes first, while MPI still works
+    # (MPI-3 8.7.1); at interpreter exit mpi4py finalizes without calling Python back, so an
+    # atexit handler (run before mpi4py's) closes what is left then.
+    MPI.COMM_SELF.Set_attr(MPI.Comm.Create_keyval(delete_fn=_close_all), True)
+    atexit.register(_close_all)

@@ -1,18 +1,14 @@
 """The NAS FT kernel driver (bench/ft.py): NPB's random stream, FFT conventions, and mpiexec runs
 verified against NPB's published checksums."""
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-
+from conftest import mpirun as conftest_mpirun
 from papcoll.bench import ft
 
 ROOT = Path(__file__).resolve().parents[1]
-WORKER = Path(__file__).with_name("mpi") / "ft_worker.py"
-MPIEXEC = Path(sys.executable).with_name("mpiexec")   # the venv's, from the PyPI mpich wheel
 
 
 def npb_randlc(x, a):
@@ -99,15 +95,15 @@ def test_reference_is_npb():
 
 
 def mpirun(nprocs, *args, timeout=180):
-    cmd = [str(MPIEXEC), "-n", str(nprocs), sys.executable, "-m", "mpi4py", str(WORKER), *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+    """tests/mpi/ft_worker.py on ``nprocs`` ranks; stdout and stderr together in ``.stdout``."""
+    return conftest_mpirun(nprocs, "ft_worker.py", *args, timeout=timeout)
 
 
 @pytest.mark.mpi
 @pytest.mark.parametrize("nprocs", [1, 2, 4])
 def test_class_s_verifies(nprocs):
     proc = mpirun(nprocs, "--class", "S", "--algorithm", "mpi")
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.returncode == 0, proc.stdout
     assert "VERIFICATION SUCCESSFUL" in proc.stdout
     assert f"Number of processes : {nprocs:12d}" in proc.stdout
 
@@ -115,7 +111,7 @@ def test_class_s_verifies(nprocs):
 @pytest.mark.mpi
 def test_perturbed_input_fails_verification():
     proc = mpirun(2, "--perturb", "--class", "S", "--algorithm", "mpi")
-    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert proc.returncode == 1, proc.stdout
     assert "VERIFICATION UNSUCCESSFUL" in proc.stdout
 
 
@@ -124,7 +120,7 @@ def test_json_and_imbalance(tmp_path):
     out = tmp_path / "ft.json"
     proc = mpirun(2, "--class", "S", "--algorithm", "mpi", "--imbalance", "0.005", "--seed", "7",
                   "--json", str(out))
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.returncode == 0, proc.stdout
     result = json.loads(out.read_text())
     assert result["verified"] and result["nprocs"] == 2 and result["algorithm"] == "mpi"
     assert len(result["checksums"]) == 6 and result["alltoall_calls"] == 7
@@ -142,15 +138,15 @@ def test_json_and_imbalance(tmp_path):
 ])
 def test_refuses_cleanly(nprocs, args, message):
     proc = mpirun(nprocs, "--class", "S", *args)
-    assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert message in proc.stderr and "Traceback" not in proc.stderr
+    assert proc.returncode == 2, proc.stdout
+    assert message in proc.stdout and "Traceback" not in proc.stdout
 
 
 @pytest.mark.mpi
 @pytest.mark.parametrize("nprocs", [2, 4])
 def test_every_papcoll_algorithm_verifies(nprocs):
     proc = mpirun(nprocs, "--every-algorithm", "S")
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.returncode == 0, proc.stdout
     assert "mpi: VERIFICATION SUCCESSFUL" in proc.stdout
 
 
@@ -159,5 +155,5 @@ def test_every_papcoll_algorithm_verifies(nprocs):
 @pytest.mark.parametrize("nprocs", [1, 2, 4])
 def test_larger_classes_verify(cls, nprocs):
     proc = mpirun(nprocs, "--class", cls, "--algorithm", "mpi", timeout=900)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.returncode == 0, proc.stdout
     assert "VERIFICATION SUCCESSFUL" in proc.stdout

@@ -8,9 +8,10 @@
 import sys
 
 from mpi4py import MPI
+from papcoll.bench import __main__ as bench
+from papcoll.bench import ft
 
 import papcoll
-from papcoll.bench import __main__ as bench, ft
 
 
 def perturb():
