@@ -1,20 +1,36 @@
 """Transports: how bytes reach a peer's memory. base.py defines the one-sided interface;
-implementations: mpi_rma.py (MPI-3 RMA, everywhere). ``open_transport`` picks one."""
+implementations: verbs.py (RDMA verbs through pyverbs) and mpi_rma.py (MPI-3 RMA, everywhere).
+``open_transport`` picks one."""
+from functools import lru_cache
+
 from .. import config
 from ..errors import TransportError
 from .mpi_rma import MpiRmaTransport
+from .verbs import VerbsTransport, find_device
 
-TRANSPORTS = {MpiRmaTransport.name: MpiRmaTransport}
+TRANSPORTS = {VerbsTransport.name: VerbsTransport, MpiRmaTransport.name: MpiRmaTransport}
+
+
+@lru_cache(maxsize=None)
+def _verbs_usable():
+    try:
+        find_device()
+        return True
+    except TransportError:
+        return False
 
 
 def choose():
-    """The transport name to use: PAPCOLL_TRANSPORT, else the best available."""
+    """The transport name to use: PAPCOLL_TRANSPORT (an error if it cannot be had), else verbs
+    when this process finds a usable RDMA device, else mpi-rma."""
     name = config.transport()
     if name is None:
-        return "mpi-rma"
+        return "verbs" if _verbs_usable() else "mpi-rma"
     if name not in TRANSPORTS:
         raise TransportError(
-            f"PAPCOLL_TRANSPORT={name!r} is not available; known transports: {', '.join(TRANSPORTS)}")
+            f"PAPCOLL_TRANSPORT={name!r} is unknown; transports: {', '.join(TRANSPORTS)}")
+    if name == "verbs":
+        find_device()      # raises, naming what is missing
     return name
 
 

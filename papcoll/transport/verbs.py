@@ -1,0 +1,312 @@
+"""``verbs``: the one-sided interface on RDMA verbs through pyverbs (InfiniBand, RoCE, SoftRoCE).
+
+One reliable-connected QP per peer. Every put is an RDMA WRITE; a put with a notice is a single
+RDMA WRITE_WITH_IMM whose immediate carries (kind, epoch): its receive completion is generated
+only after the data is placed, so the notice can never overtake its data. The notice boards are
+therefore plain local memory, updated from the receive CQ, and never remotely writable. What
+peers may write (remote write access) is exactly the adverts + inbox region and the exposed
+receive buffers; nothing is remotely readable. Send sources are registered for local access
+through a second registration cache (or sent inline when small).
+
+Device choice: ``PAPCOLL_IB_DEVICE`` (else the first device with an ACTIVE port),
+``PAPCOLL_IB_PORT`` (else its first ACTIVE port), ``PAPCOLL_IB_GID_INDEX`` (else the RoCE v2
+GID of an IPv4 address, else index 0).
+"""
+import mmap
+import os
+import random
+import struct
+
+import numpy as np
+
+from .. import config
+from ..errors import TransportError
+from ..progress import Backoff, Deadline
+from .base import ADVERTS, DESCRIPTOR_BYTES, INBOX, KINDS, Transport
+from .regcache import RegistrationCache, owner
+
+_EPOCH_BITS = 30            # the immediate: kind in the top 2 bits, the epoch's low 30 bits
+_EPOCH_MASK = (1 << _EPOCH_BITS) - 1
+_RECVS_PER_PEER = 16        # a peer has at most a few notices in flight to me (one epoch ahead)
+_SENDS_PER_PEER = 64
+_INLINE = 64                # bytes written inline (no registration of the source needed)
+
+
+def _pyverbs():
+    """Import pyverbs (rdma-core's Python binding), or raise TransportError saying why not."""
+    try:
+        import pyverbs.enums as enums
+        from pyverbs import addr, cq, device, mr, pd, qp, wr
+    except ImportError as err:
+        raise TransportError(f"pyverbs is not importable ({err}); install rdma-core's python3-pyverbs "
+                             f"and run scripts/softroce-vm --setup-only to link it into .venv") from None
+    return enums, addr, cq, device, mr, pd, qp, wr
+
+
+def find_device():
+    """(device name, port, GID index) to use here, or raise TransportError naming what is missing."""
+    e, _, _, device, *_ = _pyverbs()
+    try:
+        names = [d.name.decode() for d in device.get_device_list()]
+    except device.PyverbsError as err:      # no kernel RDMA support at all
+        raise TransportError(f"no RDMA device found ({err})") from None
+    wanted = os.environ.get("PAPCOLL_IB_DEVICE")
+    if wanted and wanted not in names:
+        raise TransportError(f"PAPCOLL_IB_DEVICE={wanted!r} not found; RDMA devices: {names or 'none'}")
+    if not names:
+        raise TransportError("no RDMA device found (ibv_get_device_list is empty)")
+    port_env, gid_env = os.environ.get("PAPCOLL_IB_PORT"), os.environ.get("PAPCOLL_IB_GID_INDEX")
+    for name in [wanted] if wanted else names:
+        with device.Context(name=name) as ctx:
+            nports = ctx.query_device().phys_port_cnt
+            ports = [int(port_env)] if port_env else range(1, nports + 1)
+            for port in ports:
+                attr = ctx.query_port(port)
+                if attr.state != e.IBV_PORT_ACTIVE:
+                    continue
+                gid = int(gid_env) if gid_env else _roce_v2_ipv4_gid(ctx, port, attr.gid_tbl_len, e)
+                return name, port, gid
+    raise TransportError(f"no ACTIVE port on RDMA device(s) {[wanted] if wanted else names}")
+
+
+def _roce_v2_ipv4_gid(ctx, port, table_len, e):
+    for index in range(table_len):
+        try:
+            digits = ctx.query_gid(port, index).gid.replace(":", "")
+            kind = ctx.query_gid_type(port, index)      # the sysfs flavour of the GID type
+        except Exception:      # unused GID slots answer EINVAL
+            continue
+        if kind == e.IBV_GID_TYPE_SYSFS_ROCE_V2 and digits.startswith("0" * 20 + "ffff"):
+            return index
+    return 0
+
+
+class VerbsTransport(Transport):
+    name = "verbs"
+    # Zero-copy writes land in the final buffer at wire speed; copying through the inbox only
+    # pays for small blocks, where one registration-free write beats advertise-then-write.
+    copy_threshold = 8192
+
+    @classmethod
+    def availability(cls):
+        try:
+            name, port, gid = find_device()
+        except TransportError as err:
+            return f"unavailable: {err}"
+        return f"available: device {name} port {port} GID index {gid}"
+
+    def __init__(self, comm, slot):
+        super().__init__(comm, slot)
+        self._closed = True
+        local = _Local(comm, slot)          # every rank tries, and all agree before connecting
+        failures = [f"rank {r}: {err}" for r, err in enumerate(comm.allgather(local.error)) if err]
+        if failures:
+            local.close()
+            raise TransportError("verbs transport unavailable: " + "; ".join(failures))
+        self._local = local
+        self._closed = False
+        self._connect()
+
+    # -- set-up ---------------------------------------------------------------------------------
+
+    def _connect(self):
+        L, e, n = self._local, self._local.e, self.size
+        mine = {peer: (L.qps[peer].qp_num, L.psns[peer]) for peer in L.qps}
+        info = self.comm.allgather((L.gid_bytes, L.lid, L.fixed_addr, L.fixed_mr.rkey, mine))
+        self._remote_fixed = [(addr, rkey) for _, _, addr, rkey, _ in info]
+        self._peer_of_qpn = {}
+        for peer, qp in L.qps.items():
+            gid_bytes, lid, _, _, theirs = info[peer]
+            qpn, psn = theirs[self.rank]
+            attr = L.qp_mod.QPAttr(port_num=L.port)
+            attr.qp_access_flags = e.IBV_ACCESS_REMOTE_WRITE | e.IBV_ACCESS_LOCAL_WRITE
+            attr.path_mtu = L.mtu
+            attr.dest_qp_num, attr.rq_psn, attr.sq_psn = qpn, psn, L.psns[peer]
+            attr.max_dest_rd_atomic = attr.max_rd_atomic = 1
+            attr.min_rnr_timer, attr.timeout, attr.retry_cnt, attr.rnr_retry = 12, 14, 7, 7
+            route = L.addr.GlobalRoute(dgid=L.addr.GID(_gid_str(gid_bytes)), sgid_index=L.gid_index)
+            attr.ah_attr = L.addr.AHAttr(gr=route, is_global=1, dlid=lid, port_num=L.port)
+            qp.to_init(attr)
+            qp.to_rtr(attr)
+            qp.to_rts(attr)
+            for _ in range(_RECVS_PER_PEER):
+                qp.post_recv(L.receive(peer))
+            self._peer_of_qpn[qp.qp_num] = peer
+        self.board = np.zeros((KINDS, n), np.int64)
+        self._sends = 0
+        self.comm.Barrier()                  # every QP is ready to receive before anyone writes
+
+    # -- the interface --------------------------------------------------------------------------
+
+    def inbox_slot(self, bank, peer):
+        at = self._local.inbox_at + (bank * self.size + peer) * self.slot
+        return self._local.fixed[at:at + self.slot]
+
+    def advert(self, peer):
+        at = peer * DESCRIPTOR_BYTES
+        return self._local.fixed[at:at + DESCRIPTOR_BYTES].tobytes()
+
+    def expose(self, array):
+        return self._local.exposed.get(array)[0]
+
+    def put(self, peer, dest, offset, data, notice=None):
+        L, e = self._local, self._local.e
+        if dest is ADVERTS or dest is INBOX:
+            base, rkey = self._remote_fixed[peer]
+            address = base + (0 if dest is ADVERTS else L.inbox_at) + offset
+        else:
+            address, rkey, nbytes = struct.unpack("<QII", dest)
+            if offset + data.nbytes > nbytes:
+                raise TransportError(f"put of {data.nbytes} bytes at {offset} overruns rank {peer}'s "
+                                     f"exposed buffer of {nbytes} bytes")
+            address += offset
+        flags = e.IBV_SEND_SIGNALED
+        sges = []
+        if data.nbytes and data.nbytes <= _INLINE:
+            flags |= e.IBV_SEND_INLINE
+            sges = [L.wr.SGE(data.ctypes.data, data.nbytes, 0)]
+        elif data.nbytes:
+            sges = [L.wr.SGE(data.ctypes.data, data.nbytes, L.sources.get(_whole(data)).lkey)]
+        if notice is None:
+            request = L.wr.SendWR(opcode=e.IBV_WR_RDMA_WRITE, num_sge=len(sges), sg=sges,
+                                  send_flags=flags)
+        else:
+            kind, epoch = notice
+            request = L.wr.SendWR(opcode=e.IBV_WR_RDMA_WRITE_WITH_IMM, num_sge=len(sges), sg=sges,
+                                  send_flags=flags, imm_data=(kind << _EPOCH_BITS) | (epoch & _EPOCH_MASK))
+        request.set_wr_rdma(rkey, address)
+        while self._sends >= _SENDS_PER_PEER * (self.size - 1):
+            self._reap_sends()
+        L.qps[peer].post_send(request)
+        self._sends += 1
+
+    def notices(self, kind):
+        L = self._local
+        count, completions = L.recv_cq.poll(num_entries=64)
+        for wc in completions[:count]:
+            self._check(wc, "receive")
+            peer = self._peer_of_qpn[wc.qp_num]
+            kind_of, low = wc.imm_data >> _EPOCH_BITS, wc.imm_data & _EPOCH_MASK
+            last = int(self.board[kind_of, peer])          # epochs only grow: unwrap the low bits
+            self.board[kind_of, peer] = last + ((low - last) & _EPOCH_MASK)
+            L.qps[peer].post_recv(L.receive(peer))
+        if self._sends:
+            self._reap_sends()
+        return self.board[kind]
+
+    def complete(self):
+        deadline, backoff = Deadline(config.timeout()), Backoff()
+        while self._sends:
+            if not self._reap_sends():
+                if deadline.expired():
+                    raise TransportError(f"{self._sends} RDMA writes not completed after "
+                                         f"{deadline.timeout:g} s")
+                backoff.pause()
+
+    def close(self):
+        if self._closed:
+            return
+        self._closed = True
+        self._local.close()
+
+    # -- completions ----------------------------------------------------------------------------
+
+    def _reap_sends(self):
+        count, completions = self._local.send_cq.poll(num_entries=64)
+        for wc in completions[:count]:
+            self._check(wc, "RDMA write")
+        self._sends -= count
+        return count
+
+    def _check(self, wc, what):
+        e = self._local.e
+        if wc.status != e.IBV_WC_SUCCESS:
+            peer = self._peer_of_qpn.get(wc.qp_num, "?")
+            raise TransportError(f"{what} with rank {peer} failed on {self._local.device}: "
+                                 f"{self._local.cq_mod.cqe_status_to_str(wc.status)} "
+                                 f"(status {wc.status}, vendor error {wc.vendor_err})")
+
+
+class _Local:
+    """This process's verbs resources, opened in order and closed in reverse order."""
+
+    def __init__(self, comm, slot):
+        self.error = None
+        self._opened = []
+        try:
+            self._open(comm, slot)
+        except Exception as err:          # reported to every rank by VerbsTransport.__init__
+            self.error = str(err)
+
+    def _open(self, comm, slot):
+        (self.e, self.addr, self.cq_mod, device, mr, pd, self.qp_mod, self.wr) = _pyverbs()
+        e = self.e
+        self.device, self.port, self.gid_index = find_device()
+        self.ctx = self._keep(device.Context(name=self.device))
+        port = self.ctx.query_port(self.port)
+        self.mtu, self.lid = port.active_mtu, port.lid
+        self.gid_bytes = self.ctx.query_gid(self.port, self.gid_index).gid
+        self.pd = self._keep(pd.PD(self.ctx))
+        n = comm.Get_size()
+        depth = max(1, n - 1)
+        self.send_cq = self._keep(self.cq_mod.CQ(self.ctx, _SENDS_PER_PEER * depth))
+        self.recv_cq = self._keep(self.cq_mod.CQ(self.ctx, _RECVS_PER_PEER * depth))
+        # Adverts then the 2-bank inbox, page-aligned: the only fixed remotely writable memory.
+        self.inbox_at = n * DESCRIPTOR_BYTES
+        self.scratch_at = self.inbox_at + 2 * n * slot
+        self.mapping = mmap.mmap(-1, self.scratch_at + 8)
+        self.fixed = np.frombuffer(self.mapping, np.uint8)
+        self.fixed_addr = self.fixed.ctypes.data
+        self.fixed_mr = self._keep(mr.MR(self.pd, len(self.mapping),
+                                         e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE,
+                                         address=self.fixed_addr))
+        self.mr = mr
+        # Receive buffers peers write into; send sources need local access only (access 0).
+        self.exposed = RegistrationCache(self._expose, lambda reg: reg[1].close())
+        self.sources = RegistrationCache(
+            lambda a: mr.MR(self.pd, a.nbytes, 0, address=a.ctypes.data), lambda m: m.close())
+        cap = self.qp_mod.QPCap(max_send_wr=_SENDS_PER_PEER, max_recv_wr=_RECVS_PER_PEER,
+                                max_send_sge=1, max_recv_sge=1, max_inline_data=_INLINE)
+        init = self.qp_mod.QPInitAttr(qp_type=e.IBV_QPT_RC, scq=self.send_cq, rcq=self.recv_cq,
+                                      cap=cap, sq_sig_all=0)
+        self.qps = {peer: self._keep(self.qp_mod.QP(self.pd, init))
+                    for peer in range(n) if peer != comm.Get_rank()}
+        self.psns = {peer: random.randrange(1 << 24) for peer in self.qps}
+
+    def receive(self, peer):
+        """A receive request for one WRITE_WITH_IMM notice from ``peer``. It consumes no buffer,
+        but pyverbs wants an SGE: point it at 8 scratch bytes nobody reads."""
+        sge = self.wr.SGE(self.fixed_addr + self.scratch_at, 8, self.fixed_mr.lkey)
+        return self.wr.RecvWR(wr_id=peer, num_sge=1, sg=[sge])
+
+    def _keep(self, resource):
+        self._opened.append(resource)
+        return resource
+
+    def _expose(self, array):
+        access = self.e.IBV_ACCESS_LOCAL_WRITE | self.e.IBV_ACCESS_REMOTE_WRITE
+        region = self.mr.MR(self.pd, array.nbytes, access, address=array.ctypes.data)
+        return struct.pack("<QII", array.ctypes.data, region.rkey, array.nbytes), region
+
+    def close(self):
+        for cache in (getattr(self, "exposed", None), getattr(self, "sources", None)):
+            if cache is not None:
+                cache.clear()
+        while self._opened:                   # QPs, MR, CQs, PD, context: children first
+            self._opened.pop().close()
+        if getattr(self, "mapping", None) is not None:
+            self.fixed = None
+            self.mapping.close()
+            self.mapping = None
+
+
+def _whole(data):
+    """The whole buffer ``data`` is a slice of, so one registration serves all its blocks."""
+    base = owner(data)
+    if isinstance(base, np.ndarray):
+        return base.reshape(-1, order="A").view(np.uint8)
+    return np.frombuffer(base, np.uint8)
+
+
+def _gid_str(raw):
+    return raw if isinstance(raw, str) else ":".join(raw[i:i + 4] for i in range(0, 32, 4))
