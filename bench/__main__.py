@@ -14,6 +14,8 @@ import sys
 SUBCOMMANDS = {
     "arrival": ("arrival", "random process-arrival alltoall microbenchmark (PAP paper, Fig. 1-4)"),
     "ft": ("ft", "NAS FT kernel whose transposes are papcoll alltoalls"),
+    "cma-model": ("cma_model", "CMA cost model: alpha, beta, l, gamma_c and the throttle factor"),
+    "report": ("report", "run the sweeps itself (not under mpiexec) and write one Markdown report"),
 }
 
 

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <sched.h>
+#include <string.h>
 #include <sys/prctl.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -279,4 +280,180 @@ int pc_allow_ptrace_any(void)
     if (prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0) == 0 || errno == EINVAL)
         return 0;
     return -errno;
+}
+
+/* ---- intra-node PAP loops ------------------------------------------------- */
+
+void pc_post_blocks(const void *src, size_t src_stride, void *dst, size_t dst_stride,
+                    size_t len, size_t n, volatile uint64_t *flag, uint64_t value)
+{
+    for (size_t i = 0; i < n; i++)
+        memcpy((char *)dst + i * dst_stride, (const char *)src + i * src_stride, len);
+    pc_flag_store(flag, value);
+}
+
+/* These loops end an alltoall, so however long a waiter takes to wake up after its peer
+ * arrives is added to the call. Linux lengthens every sleep of a thread by its timer slack
+ * (50 us by default), more than a small alltoall takes; so once a loop starts sleeping it
+ * lowers the slack to PRECISE_SLACK_NS, and it restores the thread's own value on return.
+ * *saved is -1 before the first sleep, then the value to restore (0: nothing to restore). */
+#define PRECISE_SLACK_NS 1000
+
+static int pause_precisely(struct backoff *b, long *saved)
+{
+    if (*saved < 0 && pc_now_ns() - b->start >= YIELD_NS) {
+        long old = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+        *saved = old > PRECISE_SLACK_NS && prctl(PR_SET_TIMERSLACK, PRECISE_SLACK_NS, 0, 0, 0) == 0
+                     ? old : 0;
+    }
+    return backoff_pause(b);
+}
+
+static void restore_slack(long saved)
+{
+    if (saved > 0)
+        prctl(PR_SET_TIMERSLACK, saved, 0, 0, 0);
+}
+
+/* How one peer is served once it has arrived: 0 or -errno. */
+typedef int (*serve_fn)(void *how, size_t peer);
+
+/* The loop behind pc_collect_blocks and pc_cma_collect (contract in the header). */
+static int serve_as_ready(const volatile uint64_t *flags, size_t flag_stride,
+                          uint8_t *pending, size_t n, uint64_t target, size_t start,
+                          size_t *served, size_t max_served, int64_t timeout_ns,
+                          serve_fn serve, void *how)
+{
+    if (n > INT_MAX || start >= n || flag_stride == 0 || max_served == 0)
+        return n == 0 ? -ENOENT : -EINVAL;
+    size_t left = 0;
+    for (size_t i = 0; i < n; i++)
+        left += pending[i] != 0;
+    if (left == 0)
+        return -ENOENT;
+    struct backoff b;
+    int rc = backoff_begin(&b, timeout_ns);
+    long slack = -1;
+    size_t count = 0, i = start;
+    while (rc == 0) {
+        int progressed = 0;
+        for (size_t k = 0; k < n; k++, i = i + 1 == n ? 0 : i + 1) {
+            if (!pending[i] || flag_at(flags, flag_stride, i) < target)
+                continue;
+            rc = serve(how, i);
+            if (rc < 0)
+                break;
+            pending[i] = 0;
+            served[count++] = i;
+            if (--left == 0 || count == max_served)
+                break;
+            progressed = 1;
+        }
+        if (rc < 0 || left == 0 || count == max_served)
+            break;
+        if (progressed) { /* start spinning again: arrivals come in bunches */
+            b.start = pc_now_ns();
+            b.sleep_ns = SLEEP_MIN_NS;
+        } else {
+            rc = pause_precisely(&b, &slack);
+        }
+    }
+    restore_slack(slack);
+    if (rc < 0 && rc != -ETIMEDOUT)
+        return rc;
+    return count > 0 ? (int)count : rc;
+}
+
+struct copy_from_regions {
+    const char *src;
+    size_t src_stride;
+    char *dst;
+    size_t dst_stride, len;
+};
+
+static int copy_block(void *how, size_t i)
+{
+    const struct copy_from_regions *c = how;
+    memcpy(c->dst + i * c->dst_stride, c->src + i * c->src_stride, c->len);
+    return 0;
+}
+
+int pc_collect_blocks(const volatile uint64_t *flags, size_t flag_stride,
+                      uint8_t *pending, size_t n, uint64_t target, size_t start,
+                      const void *src, size_t src_stride, void *dst, size_t dst_stride,
+                      size_t len, size_t *served, size_t max_served, int64_t timeout_ns)
+{
+    struct copy_from_regions c = {src, src_stride, dst, dst_stride, len};
+    return serve_as_ready(flags, flag_stride, pending, n, target, start, served, max_served,
+                          timeout_ns, copy_block, &c);
+}
+
+struct read_from_posts {
+    const volatile uint64_t *posts;
+    size_t post_stride;
+    const pid_t *pids;
+    size_t remote_offset;
+    char *dst;
+    size_t dst_stride, len;
+    volatile uint64_t *acks;
+    size_t ack_stride;
+    uint64_t target;
+    size_t *err_peer;
+};
+
+static int read_block(void *how, size_t i)
+{
+    const struct read_from_posts *r = how;
+    /* The address was stored before the flag that serve_as_ready loaded with
+     * acquire ordering, so a plain load sees it. */
+    const volatile uint64_t *post =
+        (const volatile uint64_t *)((const volatile char *)r->posts + i * r->post_stride);
+    const char *remote = (const char *)(uintptr_t)post[1] + r->remote_offset;
+    char *local = r->dst + i * r->dst_stride;
+    if (r->pids[i] == 0) {
+        memcpy(local, remote, r->len);
+    } else {
+        ssize_t got = pc_cma_read(r->pids[i], local, remote, r->len);
+        if (got < 0) {
+            *r->err_peer = i;
+            return (int)got;
+        }
+    }
+    pc_flag_store((volatile uint64_t *)((volatile char *)r->acks + i * r->ack_stride), r->target);
+    return 0;
+}
+
+int pc_cma_collect(const volatile uint64_t *posts, size_t post_stride,
+                   uint8_t *pending, size_t n, uint64_t target, size_t start,
+                   const pid_t *pids, size_t remote_offset, void *dst, size_t dst_stride,
+                   size_t len, volatile uint64_t *acks, size_t ack_stride,
+                   size_t *served, size_t max_served, size_t *err_peer, int64_t timeout_ns)
+{
+    struct read_from_posts r = {posts, post_stride, pids, remote_offset, dst, dst_stride,
+                                len, acks, ack_stride, target, err_peer};
+    return serve_as_ready(posts, post_stride, pending, n, target, start, served, max_served,
+                          timeout_ns, read_block, &r);
+}
+
+int pc_wait_all_ge(const volatile uint64_t *flags, size_t flag_stride, uint8_t *pending,
+                   size_t n, uint64_t target, int64_t timeout_ns)
+{
+    if (n > INT_MAX || flag_stride == 0)
+        return -EINVAL;
+    struct backoff b;
+    int rc = backoff_begin(&b, timeout_ns);
+    long slack = -1;
+    while (rc == 0) {
+        size_t left = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (pending[i] && flag_at(flags, flag_stride, i) >= target)
+                pending[i] = 0;
+            left += pending[i] != 0;
+        }
+        if (left == 0)
+            break;
+        rc = pause_precisely(&b, &slack);
+    }
+    restore_slack(slack);
+    return rc;
 }

@@ -127,4 +127,59 @@ ssize_t pc_cma_probe(pid_t pid, void *local, size_t local_len, uintptr_t remote,
  * when Yama is absent: EINVAL is ignored) or -errno. */
 int pc_allow_ptrace_any(void);
 
+/* ---- intra-node PAP loops ------------------------------------------------- */
+
+/* The hot loops of papcoll's exchanges inside a node, one C call per
+ * alltoall so that a small-message call does not pay Python per peer.
+ * Peers are indices 0..n-1 (local ranks); a peer's flag lives at
+ * (const char *)flags + i * flag_stride. pending[i] != 0 marks the peers still
+ * to serve; the loops clear it and append i to served[] as they serve peer i,
+ * so a call cut short (timeout, max_served) can be resumed with the same
+ * arrays. Scans start at index start and go on one past the peer served last,
+ * wrapping: pass (me + 1) % n so that simultaneous arrivals spread the load
+ * over the sources, and a late peer never holds up a ready one.
+ * They return the number of peers served (>= 1) once none is pending or
+ * max_served were served; if the deadline passes first, the number served so
+ * far, or -ETIMEDOUT if none; -ENOENT if no peer was pending; -EINVAL on bad
+ * arguments (start >= n, n > INT_MAX, flag_stride 0, max_served 0,
+ * timeout_ns < 0). Waiting backs off as pc_wait_ge does, and spins again
+ * after each peer served: one arrival often comes with others. Once it
+ * sleeps, it lowers the thread's timer slack to 1 us (the 50 us default
+ * would be added to the call after every wake-up) and restores it on return.
+ * pc_wait_all_ge below waits the same way. */
+
+/* Copy n blocks of len bytes, block i from src + i * src_stride to
+ * dst + i * dst_stride, then publish value in *flag (release): a process that
+ * sees value in the flag also sees every block. The posting half of an
+ * exchange through shared memory, where dst is the poster's own region. */
+void pc_post_blocks(const void *src, size_t src_stride, void *dst, size_t dst_stride,
+                    size_t len, size_t n, volatile uint64_t *flag, uint64_t value);
+
+/* Serve peer i, once its flag is >= target, by copying len bytes from
+ * src + i * src_stride (its region) to dst + i * dst_stride. */
+int pc_collect_blocks(const volatile uint64_t *flags, size_t flag_stride,
+                      uint8_t *pending, size_t n, uint64_t target, size_t start,
+                      const void *src, size_t src_stride, void *dst, size_t dst_stride,
+                      size_t len, size_t *served, size_t max_served, int64_t timeout_ns);
+
+/* Serve peer i, once its flag (word 0 of its post) is >= target, by reading
+ * len bytes with process_vm_readv from process pids[i] at the address in word
+ * 1 of its post (published before the flag) + remote_offset, to
+ * dst + i * dst_stride; then publish target at acks + i * ack_stride
+ * (release): "I have read your buffer", so that peer may let its buffer go.
+ * pids[i] == 0 marks this process's own buffer: a plain memcpy. A failed read
+ * returns its -errno (see pc_cma_read), with *err_peer = i and peer i still
+ * pending; the peers served before it stay served. */
+int pc_cma_collect(const volatile uint64_t *posts, size_t post_stride,
+                   uint8_t *pending, size_t n, uint64_t target, size_t start,
+                   const pid_t *pids, size_t remote_offset, void *dst, size_t dst_stride,
+                   size_t len, volatile uint64_t *acks, size_t ack_stride,
+                   size_t *served, size_t max_served, size_t *err_peer, int64_t timeout_ns);
+
+/* Wait until every pending flag is >= target, clearing pending[i] as flag i
+ * gets there. Returns 0, -ETIMEDOUT at the deadline (pending then marks the
+ * flags still short), or -EINVAL (n > INT_MAX, stride 0, timeout_ns < 0). */
+int pc_wait_all_ge(const volatile uint64_t *flags, size_t flag_stride, uint8_t *pending,
+                   size_t n, uint64_t target, int64_t timeout_ns);
+
 #endif

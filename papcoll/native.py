@@ -15,6 +15,9 @@ CMA functions copy between a local buffer (numpy array or any contiguous
 buffer) and raw addresses in another process (see ``pc_cma_*`` in the header);
 a failure raises :class:`papcoll.errors.TransportError` (an ``OSError``) whose
 ``errno`` is the kernel's and whose message names the pid and the address.
+
+The intra-node loops (:class:`PeerLoops`, :func:`post_blocks`) run a whole
+PAP-aware exchange step in one call: serve every peer as its flag shows up.
 """
 import ctypes
 import errno
@@ -388,20 +391,36 @@ def allow_ptrace_any():
 
 # ---- intra-node PAP loops ------------------------------------------------------------
 
-def _fast_address(array):
-    # For the hot paths: about half the cost of _address, for writable non-empty arrays.
+def buffer_address(array):
+    """The address of a numpy array's data; for writable non-empty arrays (the hot paths'
+    usual case) about half the cost of ``__array_interface__``."""
     try:
         return ctypes.addressof(ctypes.c_char.from_buffer(array))
     except (TypeError, ValueError):
         return _address(array)
 
 
-def _check_blocks(array, offset, stride, length, count, what):
-    """Block i of count lies at array[offset + i * stride:][:length]: all inside array."""
-    if count and (offset < 0 or length < 0 or stride < 0
-                  or offset + (count - 1) * stride + length > array.nbytes):
-        raise ValueError(f"{what}: {count} blocks of {length} bytes at offset {offset}, stride "
-                         f"{stride} do not fit in its {array.nbytes} bytes")
+class Fixed:
+    """A contiguous array whose address is looked up once: for the shared regions that the
+    loops below read or write on every call. Keeps the array (and so its memory) alive."""
+
+    __slots__ = ("address", "array", "nbytes")
+
+    def __init__(self, array, writable=False):
+        self.array, self.address, self.nbytes = _bytes_view(array, writable, "region")
+
+
+def _blocks_at(buf, stride, length, count, what):
+    """The address of buf (an array or a Fixed), after checking that its blocks i < count,
+    at i * stride of length bytes each, all lie inside it."""
+    if type(buf) is Fixed:
+        address, nbytes = buf.address, buf.nbytes
+    else:
+        address, nbytes = buffer_address(buf), buf.nbytes
+    if count and (length < 0 or stride < 0 or (count - 1) * stride + length > nbytes):
+        raise ValueError(f"{what}: {count} blocks of {length} bytes, stride {stride}, do not "
+                         f"fit in its {nbytes} bytes")
+    return address
 
 
 class PeerLoops:
@@ -426,17 +445,28 @@ class PeerLoops:
             raise ValueError(f"batch must be 1..{self.n}, not {self.batch}")
         self._pending, self._served = _address(self.pending), _address(self.served)
         self.left = 0
+        self._mask = self._mask_count = self._pids = self._pids_addr = None
+
+    def expect_all(self):
+        """Serve every peer in the next calls."""
+        self.pending.fill(1)
+        self.left = self.n
 
     def expect(self, peers):
         """Serve ``peers`` in the next calls: a bool/uint8 mask of n (the fast form, for hot
         paths: precompute it) or a sequence of indices."""
+        if peers is self._mask:
+            np.copyto(self.pending, peers, casting="unsafe")
+            self.left = self._mask_count
+            return
         if isinstance(peers, np.ndarray) and peers.shape == (self.n,) and peers.dtype in (
                 np.bool_, np.uint8):
             np.copyto(self.pending, peers, casting="unsafe")
+            self._mask = peers       # the same mask again costs one copy (it must not change)
         else:
             self.pending.fill(0)
             self.pending[list(peers)] = 1
-        self.left = int(np.count_nonzero(self.pending))
+        self.left = self._mask_count = int(np.count_nonzero(self.pending))
 
     def missing(self):
         """Indices of the peers still pending."""
@@ -451,16 +481,16 @@ class PeerLoops:
         return self.served[:rc]
 
     def collect_blocks(self, target, start, src, src_stride, dst, dst_stride, length, timeout):
-        """Copy ``length`` bytes from ``src[i * src_stride:]`` to ``dst[i * dst_stride:]`` for
-        each pending peer i whose flag is >= target, in arrival order from ``start``.
-        Returns the indices served by this call (empty after timeout seconds)."""
+        """Copy ``length`` bytes from ``src[i * src_stride:]`` to ``dst[i * dst_stride:]``
+        (arrays or :class:`Fixed`) for each pending peer i whose flag is >= target, in arrival
+        order from ``start``. Returns the indices served by this call (empty after timeout
+        seconds)."""
         n = self.n
-        _check_blocks(src, 0, src_stride, length, n, "src")
-        _check_blocks(dst, 0, dst_stride, length, n, "dst")
         rc = _lib.pc_collect_blocks(self.flags.address, self.flags.stride, self._pending, n,
-                                    target, _start(start, n), _fast_address(src), src_stride,
-                                    _fast_address(dst), dst_stride, length, self._served,
-                                    self.batch, _timeout_ns(timeout))
+                                    target, _start(start, n),
+                                    _blocks_at(src, src_stride, length, n, "src"), src_stride,
+                                    _blocks_at(dst, dst_stride, length, n, "dst"), dst_stride,
+                                    length, self._served, self.batch, _timeout_ns(timeout))
         return self._served_now(rc)
 
     def cma_collect(self, target, start, pids, remote_offset, dst, dst_stride, length, acks,
@@ -471,16 +501,18 @@ class PeerLoops:
         store target in ``acks`` (a writable Flags of n). Returns the indices served (empty
         after timeout seconds); a failed read raises TransportError naming the pid."""
         n = self.n
-        if not (isinstance(pids, np.ndarray) and pids.dtype == np.int32 and pids.size == n
-                and pids.flags.c_contiguous):
-            raise TypeError(f"pids must be a contiguous int32 array of {n}")
-        if not (isinstance(acks, Flags) and acks.size == n and acks._writable):
-            raise TypeError(f"acks must be a writable Flags of {n}")
-        _check_blocks(dst, 0, dst_stride, length, n, "dst")
+        if self._pids is None or pids is not self._pids[0] or acks is not self._pids[1]:
+            if not (isinstance(pids, np.ndarray) and pids.dtype == np.int32 and pids.size == n
+                    and pids.flags.c_contiguous):
+                raise TypeError(f"pids must be a contiguous int32 array of {n}")
+            if not (isinstance(acks, Flags) and acks.size == n and acks._writable):
+                raise TypeError(f"acks must be a writable Flags of {n}")
+            self._pids, self._pids_addr = (pids, acks), _address(pids)
         err = ctypes.c_size_t()
         rc = _lib.pc_cma_collect(self.flags.address, self.flags.stride, self._pending, n,
-                                 target, _start(start, n), _address(pids), remote_offset,
-                                 _fast_address(dst), dst_stride, length, acks.address,
+                                 target, _start(start, n), self._pids_addr, remote_offset,
+                                 _blocks_at(dst, dst_stride, length, n, "dst"), dst_stride,
+                                 length, acks.address,
                                  acks.stride, self._served, self.batch, ctypes.byref(err),
                                  _timeout_ns(timeout))
         if rc < 0 and rc not in (_ETIMEDOUT, -errno.EINVAL, _ENOENT):
@@ -503,12 +535,11 @@ class PeerLoops:
 
 def post_blocks(src, src_stride, dst, dst_stride, length, count, flags, index, value):
     """Copy ``count`` blocks of ``length`` bytes, block i from ``src[i * src_stride:]`` to
-    ``dst[i * dst_stride:]`` (uint8 arrays), then publish ``value`` in ``flags[index]``
-    (release), so that whoever sees the value also sees the blocks."""
-    _check_blocks(src, 0, src_stride, length, count, "src")
-    _check_blocks(dst, 0, dst_stride, length, count, "dst")
+    ``dst[i * dst_stride:]`` (arrays or :class:`Fixed`), then publish ``value`` in
+    ``flags[index]`` (release), so that whoever sees the value also sees the blocks."""
     if not flags._writable:
         raise ValueError("cannot store into a read-only flags array")
-    _lib.pc_post_blocks(_fast_address(src), src_stride, _fast_address(dst), dst_stride, length,
+    _lib.pc_post_blocks(_blocks_at(src, src_stride, length, count, "src"), src_stride,
+                        _blocks_at(dst, dst_stride, length, count, "dst"), dst_stride, length,
                         count, flags.address + _index(index, flags.size, "flag index")
                         * flags.stride, value)

@@ -8,6 +8,7 @@ from papcoll.transport.cma import cma_status
 def cma_available():
     return cma_status().startswith("CMA: available")
 
+
 CASES = sorted({(n, k) for n in range(1, 6) for k in (1, 2, 3, n) if k <= n})
 
 

@@ -75,13 +75,13 @@ class CmaPap(IntraNodeAlgorithm):
             source = send.data
             self.loops.expect(self.everyone)
         node.post(source, epoch)
+        if self.tracing:
+            self.trace_each("sent", range(self.n))
         self.serve(self.loops, lambda start, timeout: self.loops.cma_collect(
             epoch, start, self.pids, self.me * block, recv.data, block, block, node.my_acks,
             timeout), "waiting for peers' buffers")
         self.releases.expect(self.others)
         self.wait_all(self.releases, epoch, "waiting for peers to read my buffer")
-        if self.tracing:
-            self.trace_each("sent", range(self.n))
         self.ctx.trace.end()
 
     def private_copy(self, data):

@@ -4,6 +4,8 @@ and the wait that serves peers in arrival order through one native loop call.
 Each instance counts its own calls (epochs from 1) and owns its own segment, so the flags of
 different algorithms never mix; every call is a full exchange, so no process is ever more
 than one epoch ahead of a peer. Peers are local ranks; errors name the user's ranks.
+Traces record "sent" for every peer when my blocks become readable by all (the post: nothing
+is sent to anyone in particular) and "received" for each peer as its block is copied in.
 """
 import time
 

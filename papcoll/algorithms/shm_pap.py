@@ -18,8 +18,6 @@ reads my epoch-e bank; meanwhile e + 1 goes to the other bank. The flag only gro
 MPI.IN_PLACE needs no copy: all my blocks are posted before any incoming block overwrites them.
 Blocks larger than a slot go in slot-sized pieces, each piece one epoch, the same protocol.
 """
-import numpy as np
-
 from .. import native
 from ..transport.shm import PAGE, Segment
 from .intranode import IntraNodeAlgorithm
@@ -44,10 +42,10 @@ class ShmPap(IntraNodeAlgorithm):
         self.flags = native.Flags(self.segment.words(0))
         self.loops = native.PeerLoops(self.flags, batch=1 if self.tracing else None)
         mine, regions = self.segment.region(me), self.segment.regions
-        self.outbox = [mine[bank * n * slot:(bank + 1) * n * slot] for bank in (0, 1)]
+        self.outbox = [native.Fixed(mine[bank * n * slot:(bank + 1) * n * slot], True)
+                       for bank in (0, 1)]
         # My slot in every region, as the source of the copy-out: region q at q * stride.
-        self.inbox = [regions[(bank * n + me) * slot:] for bank in (0, 1)]
-        self.everyone = np.ones(n, np.uint8)
+        self.inbox = [native.Fixed(regions[(bank * n + me) * slot:]) for bank in (0, 1)]
 
     def alltoall(self, send, recv):
         self.start_call()
@@ -70,7 +68,7 @@ class ShmPap(IntraNodeAlgorithm):
                            self.flags, self.me, epoch)
         if self.tracing:
             self.trace_each("sent", range(self.n))
-        self.loops.expect(self.everyone)
+        self.loops.expect_all()
         inbox, stride = self.inbox[bank], self.segment.region_stride
         self.serve(self.loops, lambda start, timeout: self.loops.collect_blocks(
             epoch, start, inbox, stride, dest, block, length, timeout), "waiting for peers' posts")

@@ -33,12 +33,22 @@ from ..progress import Deadline
 from .shm import LINE, Segment
 
 POST, DONE, ACKS = 0, LINE, 2 * LINE
-THROTTLE = 4      # default k: the CMA paper's best on Xeon; measure with papcoll.bench cma-model
+THROTTLE = 4      # default k (the CMA paper's best on Broadwell); papcoll.bench cma-model measures it
 YAMA = "/proc/sys/kernel/yama/ptrace_scope"
 
 
 def control_bytes(n):
+    """A control page's use for n processes: POST, DONE and one ACKS line per process."""
     return ACKS + n * LINE
+
+
+def turn_after(me, root, k, n):
+    """Whose access to the root must end before mine starts when k of n processes at a time
+    access it, in the order root+1, root+2, ...: the one k places earlier (None: no wait)."""
+    position = (me - root) % n
+    if k is None or position <= k:
+        return None
+    return (me - k) % n
 
 
 class CmaNode:
@@ -108,7 +118,7 @@ class CmaNode:
     def post(self, array, epoch):
         """Publish the address of ``array`` for operation ``epoch`` (address first, then the
         flag with release ordering)."""
-        self.my_post[1] = native._fast_address(array) if array.nbytes else 0
+        self.my_post[1] = native.buffer_address(array) if array.nbytes else 0
         self.posts.store(self.me, epoch)
 
     def wait(self, flags, index, epoch, what):
@@ -135,20 +145,12 @@ class CmaNode:
     def _left(self):
         return max(self.deadline.end - time.monotonic(), 0.0)
 
-    def _readers_before(self, root, k):
-        """The process whose access must end before mine starts when k at a time access the
-        root: the one k places earlier in the order root+1, root+2, ... (None: no wait)."""
-        position = (self.me - root) % self.n
-        if k is None or position <= k:
-            return None
-        return (self.me - k) % self.n
-
     def _others(self, root):
         return [q for q in range(self.n) if q != root]
 
     # ---- one-to-all ----------------------------------------------------------------------
 
-    def scatter_read(self, root, send, recv, k=None):
+    def scatter_read(self, root, send, recv, k=THROTTLE):
         """One-to-all, reader-driven: every process reads its block of ``send`` (root's, n
         blocks of recv.nbytes) into ``recv``, at most ``k`` at a time in the order root+1,
         root+2, ... (throttled read; None: all at once, parallel read)."""
@@ -179,7 +181,7 @@ class CmaNode:
 
     # ---- all-to-one ----------------------------------------------------------------------
 
-    def gather_write(self, root, send, recv, k=None):
+    def gather_write(self, root, send, recv, k=THROTTLE):
         """All-to-one, writer-driven: every process writes ``send`` into its block of the
         root's ``recv``, at most ``k`` at a time (throttled write; None: parallel write)."""
         epoch = self.begin()
@@ -220,7 +222,7 @@ class CmaNode:
         """A non-root's turn in a throttled operation: wait for the root's buffer and for the
         process k places earlier, access the root's buffer, say DONE."""
         self.wait(self.posts, root, epoch, "waiting for the root's buffer")
-        before = self._readers_before(root, k)
+        before = turn_after(self.me, root, k, self.n)
         if before is not None:
             self.wait(self.done, before, epoch, "waiting for my turn")
         access(self.address(root))
