@@ -7,6 +7,7 @@ from mpi4py import MPI
 import papcoll
 from papcoll import transport
 from papcoll.algorithms import policy
+from papcoll.transport.cma import cma_status
 
 
 def info():
@@ -21,6 +22,8 @@ def info():
               for where, limit, name in policy.TABLE]
     lines += ["", "transports (PAPCOLL_TRANSPORT):"]
     lines += [f"  {line}" for line in transport.status()]
+    lines += ["", "inside a node:", "  shared memory: POSIX shm segments (algorithm shm_pap)",
+              f"  {cma_status()}"]
     return "\n".join(lines)
 
 

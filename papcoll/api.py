@@ -8,7 +8,8 @@ from mpi4py import MPI
 from . import config, topology
 from .algorithms import lookup, policy
 from .buffers import parse_alltoall
-from .errors import AlgorithmError, CommunicatorStateError, PapcollError, PapcollTimeoutError
+from .errors import (AlgorithmError, CommunicatorStateError, PapcollError, PapcollTimeoutError,
+                     TransportError)
 from .trace import NoTrace, Trace
 
 
@@ -109,8 +110,8 @@ class Communicator(MPI.Intracomm):
         ctx.trace.begin(name, ctx.calls)
         try:
             ctx.algorithm(name).alltoall(send, recv)
-        except PapcollTimeoutError as err:
-            ctx.broken = err   # late peers may still write into our memory: never reuse it
+        except (PapcollTimeoutError, TransportError) as err:
+            ctx.broken = err   # peers may still write into our memory: never reuse it
             raise
         ctx.trace.end()
 
