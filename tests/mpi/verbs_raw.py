@@ -43,10 +43,14 @@ wait_notice(DATA, left, 2)
 assert (recv == left + 1).all(), recv[:8]
 t.complete()
 
-# 3. Epochs survive the 30-bit immediate: a large epoch unwraps exactly.
-t.put(right, INBOX, rank * SLOT, block[:8], notice=(DATA, (1 << 30) + 5))
-wait_notice(DATA, left, (1 << 30) + 5)
-assert t.notices(DATA)[left] == (1 << 30) + 5
+# 3. Epochs outgrow the 30-bit immediate: the board unwraps them (they grow by one per call).
+near = (1 << 30) - 1
+t.board[DATA, left] = near                  # as if the left neighbour had made 2^30 - 1 calls
+comm.Barrier()
+for epoch in (near + 1, near + 2):
+    t.put(right, INBOX, rank * SLOT, block[:8], notice=(DATA, epoch))
+    wait_notice(DATA, left, epoch)
+assert t.notices(DATA)[left] == near + 2
 
 # 4. Registration cache: a freed buffer's registration goes with it.
 before = len(t._local.exposed)
