@@ -119,6 +119,8 @@ def runnable(pc, names):
 
 def main():
     ncalls = int(os.environ.get("PAPCOLL_TEST_CALLS", "200"))
+    if rank == 0:
+        print(f"matrix: N={size}, transport {transport.choose()}", flush=True)
     with papcoll.Communicator(world) as pc:
         names = runnable(pc, sys.argv[1:] or sorted(papcoll.algorithms))
         for name in names:
