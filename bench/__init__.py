@@ -1,1 +1,1 @@
-"""papcoll benchmarks: ``python -m papcoll.bench <arrival|ft|...>`` (this folder is the package papcoll.bench)."""
+"""papcoll benchmarks: ``python -m papcoll.bench <subcommand>``; this folder is the package papcoll.bench."""
