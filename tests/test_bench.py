@@ -5,7 +5,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import launch
+from launcher import launch
 
 import papcoll
 from papcoll.bench import arrival

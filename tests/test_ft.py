@@ -5,7 +5,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import mpirun as conftest_mpirun
+import launcher
 from papcoll.bench import ft
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -96,7 +96,7 @@ def test_reference_is_npb():
 
 def mpirun(nprocs, *args, timeout=180):
     """tests/mpi/ft_worker.py on ``nprocs`` ranks; stdout and stderr together in ``.stdout``."""
-    return conftest_mpirun(nprocs, "ft_worker.py", *args, timeout=timeout)
+    return launcher.mpirun(nprocs, "ft_worker.py", *args, timeout=timeout)
 
 
 @pytest.mark.mpi
