@@ -233,6 +233,7 @@ class _Local:
     def __init__(self, comm, slot):
         self.error = None
         self._opened = []
+        self._receives = {}
         try:
             self._open(comm, slot)
         except Exception as err:          # reported to every rank by VerbsTransport.__init__
@@ -274,10 +275,13 @@ class _Local:
         self.psns = {peer: random.randrange(1 << 24) for peer in self.qps}
 
     def receive(self, peer):
-        """A receive request for one WRITE_WITH_IMM notice from ``peer``. It consumes no buffer,
-        but pyverbs wants an SGE: point it at 8 scratch bytes nobody reads."""
-        sge = self.wr.SGE(self.fixed_addr + self.scratch_at, 8, self.fixed_mr.lkey)
-        return self.wr.RecvWR(wr_id=peer, num_sge=1, sg=[sge])
+        """The receive request for one WRITE_WITH_IMM notice from ``peer``. It consumes no buffer,
+        but pyverbs wants an SGE: 8 scratch bytes nobody reads. Posting copies a request, so
+        one per peer is reused (building pyverbs objects is slow: each asks for a logger)."""
+        if peer not in self._receives:
+            sge = self.wr.SGE(self.fixed_addr + self.scratch_at, 8, self.fixed_mr.lkey)
+            self._receives[peer] = self.wr.RecvWR(wr_id=peer, num_sge=1, sg=[sge])
+        return self._receives[peer]
 
     def _keep(self, resource):
         self._opened.append(resource)
