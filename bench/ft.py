@@ -260,6 +260,7 @@ def run(args):
     except ValueError as err:
         if comm.Get_rank() == 0:
             print(f"papcoll.bench ft: error: {err}", file=sys.stderr, flush=True)
+        comm.Barrier()   # a non-zero exit aborts every rank: not before rank 0 has said why
         return 2
     if comm.Get_rank() == 0:
         print(report(result), flush=True)

@@ -133,7 +133,7 @@ class VerbsTransport(Transport):
                 qp.post_recv(L.receive(peer))
             self._peer_of_qpn[qp.qp_num] = peer
         self.board = np.zeros((KINDS, n), np.int64)
-        self._sends = 0
+        self._sends = dict.fromkeys(L.qps, 0)     # writes posted and not yet completed, per QP
         self.comm.Barrier()                  # every QP is ready to receive before anyone writes
 
     # -- the interface --------------------------------------------------------------------------
@@ -175,10 +175,10 @@ class VerbsTransport(Transport):
             request = L.wr.SendWR(opcode=e.IBV_WR_RDMA_WRITE_WITH_IMM, num_sge=len(sges), sg=sges,
                                   send_flags=flags, imm_data=(kind << _EPOCH_BITS) | (epoch & _EPOCH_MASK))
         request.set_wr_rdma(rkey, address)
-        while self._sends >= _SENDS_PER_PEER * (self.size - 1):
+        while self._sends[peer] >= _SENDS_PER_PEER:      # that QP's send queue is full
             self._reap_sends()
         L.qps[peer].post_send(request)
-        self._sends += 1
+        self._sends[peer] += 1
 
     def notices(self, kind):
         L = self._local
@@ -190,16 +190,15 @@ class VerbsTransport(Transport):
             last = int(self.board[kind_of, peer])          # epochs only grow: unwrap the low bits
             self.board[kind_of, peer] = last + ((low - last) & _EPOCH_MASK)
             L.qps[peer].post_recv(L.receive(peer))
-        if self._sends:
-            self._reap_sends()
+        self._reap_sends()
         return self.board[kind]
 
     def complete(self):
         deadline, backoff = Deadline(config.timeout()), Backoff()
-        while self._sends:
+        while any(self._sends.values()):
             if not self._reap_sends():
                 if deadline.expired():
-                    raise TransportError(f"{self._sends} RDMA writes not completed after "
+                    raise TransportError(f"{sum(self._sends.values())} RDMA writes not completed after "
                                          f"{deadline.timeout:g} s")
                 backoff.pause()
 
@@ -215,7 +214,7 @@ class VerbsTransport(Transport):
         count, completions = self._local.send_cq.poll(num_entries=64)
         for wc in completions[:count]:
             self._check(wc, "RDMA write")
-        self._sends -= count
+            self._sends[self._peer_of_qpn[wc.qp_num]] -= 1
         return count
 
     def _check(self, wc, what):
