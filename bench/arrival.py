@@ -403,7 +403,8 @@ def run(args):
         if args.algorithms and skipped:
             if rank == 0:
                 print(f"papcoll.bench arrival: error: {'; '.join(skipped.values())}",
-                      file=sys.stderr)
+                      file=sys.stderr, flush=True)
+            pc.Barrier()   # a non-zero exit aborts every rank: not before rank 0 has said why
             return 2
         offset, round_trip = clock_offsets(pc)
         clocks = pc.gather({"offset_us": offset * 1e6, "round_trip_us": round_trip * 1e6}, root=0)

@@ -152,7 +152,8 @@ def run(args):
     if size < 2 or not 1 <= args.pages <= 1024:
         if rank == 0:
             print("papcoll.bench cma-model: needs at least 2 ranks on one node and "
-                  "1 <= --pages <= 1024")
+                  "1 <= --pages <= 1024", flush=True)
+        comm.Barrier()   # a non-zero exit aborts every rank: not before rank 0 has said why
         return 2
     native.allow_ptrace_any()
     started = datetime.datetime.now()
