@@ -82,7 +82,6 @@ class CmaPap(IntraNodeAlgorithm):
             timeout), "waiting for peers' buffers")
         self.releases.expect(self.others)
         self.wait_all(self.releases, epoch, "waiting for peers to read my buffer")
-        self.ctx.trace.end()
 
     def private_copy(self, data):
         if self.spare.nbytes < data.nbytes:

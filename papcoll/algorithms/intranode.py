@@ -42,9 +42,8 @@ class IntraNodeAlgorithm(Algorithm):
         self.epoch = 0
 
     def start_call(self):
-        """A call begins: its deadline, and its trace record under the epoch it starts with."""
+        """A call begins: its deadline (the Communicator opens its trace record)."""
         self.deadline = Deadline(self.ctx.timeout)
-        self.ctx.trace.begin(self.name, self.epoch + 1)
 
     def next_epoch(self):
         self.epoch += 1

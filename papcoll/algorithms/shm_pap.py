@@ -57,7 +57,6 @@ class ShmPap(IntraNodeAlgorithm):
             for offset in range(0, block, self.slot):
                 self.exchange(source[offset:], recv.data[offset:], block,
                               min(self.slot, block - offset))
-        self.ctx.trace.end()
 
     def exchange(self, source, dest, block, length):
         """One epoch: post ``length`` bytes of each block of ``source`` (blocks ``block`` bytes
