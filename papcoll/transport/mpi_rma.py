@@ -20,7 +20,7 @@ class MpiRmaTransport(Transport):
     name = "mpi-rma"
     # Writes to exposed user buffers go through a dynamic window, which MPICH serves with active
     # messages (~0.5 GB/s here) while the inbox window is plain shared memory: copying through
-    # the inbox won up to 1 MiB blocks in the random-arrival benchmark (README, Tuning).
+    # the inbox won up to 1 MiB blocks in the random-arrival benchmark (README: Tuning).
     copy_threshold = 1 << 20
 
     @classmethod
