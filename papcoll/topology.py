@@ -26,14 +26,6 @@ class Topology:
         return self.node_of[self.rank]
 
     @property
-    def local_rank(self):
-        return self.nodes[self.node].index(self.rank)
-
-    @property
-    def is_master(self):
-        return self.local_rank == 0
-
-    @property
     def ppn(self):
         """Processes per node: the largest node's size (nodes may differ)."""
         return max(len(n) for n in self.nodes)

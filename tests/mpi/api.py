@@ -3,7 +3,7 @@ import numpy as np
 from mpi4py import MPI
 
 import papcoll
-from papcoll import api
+from papcoll import api, topology
 
 world = MPI.COMM_WORLD
 rank, size = world.Get_rank(), world.Get_size()
@@ -51,6 +51,16 @@ assert api._cached[comm.handle] is cached and np.array_equal(recv_inplace, want)
 handle = comm.handle
 comm.Free()
 assert handle not in api._cached and cached.closed
+
+# Emulated nodes: consecutive ranks in nodes of 2 (the last may be smaller), masters = local rank 0.
+topo = topology.discover(world, node_size=2)
+assert topo.nodes == [list(range(s, min(s + 2, size))) for s in range(0, size, 2)], topo.nodes
+assert topo.node_of[rank] == rank // 2 and topo.local.Get_size() == len(topo.nodes[rank // 2])
+assert (topo.masters != MPI.COMM_NULL) == (rank % 2 == 0)
+if rank % 2 == 0:
+    assert topo.masters.Get_size() == len(topo.nodes) and topo.masters.Get_rank() == rank // 2
+assert topo.ppn == min(2, size)
+topo.free()
 
 world.Barrier()
 if rank == 0:
