@@ -129,20 +129,28 @@ static size_t scan_ready(const volatile uint64_t *base, size_t stride_bytes,
     return found;
 }
 
+/* The arguments every "serve pending flags" loop checks first: the number of pending entries
+ * (> 0), -ENOENT when there are none (or n == 0), -EINVAL for a bad start or stride. */
+static int count_pending(const uint8_t *pending, size_t n, size_t start, size_t stride_bytes)
+{
+    if (n > INT_MAX || start >= n || stride_bytes == 0)
+        return n == 0 ? -ENOENT : -EINVAL;
+    int count = 0;
+    for (size_t i = 0; i < n; i++)
+        count += pending[i] != 0;
+    return count > 0 ? count : -ENOENT;
+}
+
 /* Shared by pc_wait_any_ge (max_out 1) and pc_wait_ready_ge (max_out n). */
 static int wait_ready(const volatile uint64_t *base, size_t stride_bytes,
                       const uint8_t *pending, size_t n, uint64_t target,
                       size_t start, int64_t timeout_ns, size_t *out, size_t max_out)
 {
-    if (n > INT_MAX || start >= n || stride_bytes == 0)
-        return n == 0 ? -ENOENT : -EINVAL;
-    size_t n_pending = 0;
-    for (size_t i = 0; i < n; i++)
-        n_pending += pending[i] != 0;
-    if (n_pending == 0)
-        return -ENOENT;
+    int rc = count_pending(pending, n, start, stride_bytes);
+    if (rc < 0)
+        return rc;
     struct backoff b;
-    int rc = backoff_begin(&b, timeout_ns);
+    rc = backoff_begin(&b, timeout_ns);
     while (rc == 0) {
         size_t found = scan_ready(base, stride_bytes, pending, n, target, start, out, max_out);
         if (found > 0)
@@ -324,15 +332,14 @@ static int serve_as_ready(const volatile uint64_t *flags, size_t flag_stride,
                           size_t *served, size_t max_served, int64_t timeout_ns,
                           serve_fn serve, void *how)
 {
-    if (n > INT_MAX || start >= n || flag_stride == 0 || max_served == 0)
+    if (max_served == 0)
         return n == 0 ? -ENOENT : -EINVAL;
-    size_t left = 0;
-    for (size_t i = 0; i < n; i++)
-        left += pending[i] != 0;
-    if (left == 0)
-        return -ENOENT;
+    int rc = count_pending(pending, n, start, flag_stride);
+    if (rc < 0)
+        return rc;
+    size_t left = (size_t)rc;
     struct backoff b;
-    int rc = backoff_begin(&b, timeout_ns);
+    rc = backoff_begin(&b, timeout_ns);
     long slack = -1;
     size_t count = 0, i = start;
     while (rc == 0) {
