@@ -30,7 +30,7 @@ from mpi4py import MPI
 
 import papcoll
 
-from . import ft
+from . import ft, leftovers
 from .arrival import comma_list, format_size, integer, parse_algorithm, parse_size, turn_order
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -146,15 +146,11 @@ def bench_command(nprocs, *options):
             *map(str, options)]
 
 
-def mpi_segments():
-    return set(Path("/dev/shm").glob("mpich_shm_*"))
-
-
 def launch(argv, log, timeout):
     """Run ``argv`` in its own process group, output to ``log``; kill the group after ``timeout``
     seconds. Returns (exit status or None if killed, seconds). (Hydra runs each rank in a session
     of its own, but takes the ranks down when mpiexec dies.)"""
-    before = mpi_segments()
+    before = leftovers.snapshot()
     start = time.monotonic()
     with open(log, "w") as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
@@ -166,9 +162,8 @@ def launch(argv, log, timeout):
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
-    if status != 0:         # an aborted MPICH job leaves its shared memory behind
-        for leftover in mpi_segments() - before:
-            leftover.unlink(missing_ok=True)
+    if status != 0:
+        leftovers.remove_new(before)
     return status, time.monotonic() - start
 
 

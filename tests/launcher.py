@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from papcoll.bench import leftovers
+
 HERE = Path(__file__).parent
 MPIEXEC = str(Path(sys.executable).with_name("mpiexec"))
 
@@ -31,7 +33,7 @@ def launch(n, argv, env=None, timeout=300):
     ``python -m mpi4py`` aborts every rank on an unhandled exception, and the timeout kills the
     whole process group, so a broken algorithm can fail this test but never hang it.
     """
-    before = _mpi_leftovers()
+    before = leftovers.snapshot()
     cmd = [MPIEXEC, *MPIEXEC_FLAGS, "-n", str(n), sys.executable, "-m", "mpi4py", *map(str, argv)]
     full_env = {**os.environ, "PAPCOLL_TIMEOUT": "30", **(env or {})}
     proc = subprocess.Popen(cmd, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -43,11 +45,7 @@ def launch(n, argv, env=None, timeout=300):
         out, _ = proc.communicate()
         pytest.fail(f"{argv} on {n} ranks did not finish in {timeout} s:\n{out[-4000:]}")
     finally:
-        if proc.returncode != 0:    # an aborted MPI job leaves shared memory and temp files
-            for leftover in _mpi_leftovers() - before:
-                leftover.unlink(missing_ok=True)
+        if proc.returncode != 0:
+            leftovers.remove_new(before)
     return subprocess.CompletedProcess(cmd, proc.returncode, out)
 
-
-def _mpi_leftovers():
-    return set(Path("/dev/shm").glob("mpich_shm_*")) | set(Path("/tmp").glob("hydra_hwloc_xmlfile_*"))
