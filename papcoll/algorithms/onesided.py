@@ -39,6 +39,7 @@ class OneSidedAlgorithm(Algorithm):
     def begin(self):
         self.epoch += 1
         self.deadline = Deadline(self.ctx.timeout)
+        self.adverts = self.transport.notices(ADVERT)   # live: the waits' idle steps update it
         return self.epoch
 
     def end(self):
@@ -58,7 +59,7 @@ class OneSidedAlgorithm(Algorithm):
         self.ctx.trace.event("sent", peer)
 
     def has_advertised(self, peer):
-        return self.transport.notices(ADVERT)[peer] >= self.epoch
+        return self.adverts[peer] >= self.epoch
 
     def wait_data(self, pending, on_landed=None):
         """Wait until the blocks of ``pending`` peers have landed, handling each as it does."""

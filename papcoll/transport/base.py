@@ -53,7 +53,8 @@ class Transport:
 
     def notices(self, kind):
         """My board for ``kind``: an int64 array, entry q = the last epoch peer q signalled.
-        Also drives whatever progress remote writes into my memory need."""
+        Also drives whatever progress remote writes into my memory need. The array is live:
+        later calls (of any kind) update it in place, so callers poll it without asking again."""
         raise NotImplementedError
 
     def complete(self):
