@@ -1,9 +1,10 @@
-"""Builds the native core (native/) as papcoll._native, loaded with ctypes by papcoll/native.py."""
+"""Builds the native core (native/) as papcoll._native: plain C loaded with ctypes by
+papcoll/native.py, plus one Python-level entry point (native/papcoll_lane.c)."""
 from setuptools import Extension, setup
 
 setup(ext_modules=[Extension(
     "papcoll._native",
-    sources=["native/papcoll_native.c"],
+    sources=["native/papcoll_native.c", "native/papcoll_lane.c"],
     depends=["native/papcoll_native.h"],
     extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra"],
 )])

@@ -134,11 +134,14 @@ class Slabs:
 
 
 def _alltoall_for(algorithm, comm):
-    """papcoll.Alltoall on ``comm`` with ``algorithm`` (None: papcoll's own choice). The name is
+    """papcoll.Alltoall on ``comm`` with ``algorithm`` (None: papcoll's own choice); for the
+    baseline ``mpi``, the MPI library's own, called as an mpi4py program calls it. The name is
     checked here to fail cleanly on every rank (papcoll on one process never looks it up)."""
     if algorithm is not None and algorithm not in papcoll.algorithms:
         raise ValueError(f"unknown algorithm {algorithm!r}; papcoll has: "
                          f"{', '.join(sorted(papcoll.algorithms))}")
+    if algorithm == "mpi":
+        return comm.Alltoall
     return lambda sendbuf, recvbuf: papcoll.Alltoall(comm, sendbuf, recvbuf, algorithm=algorithm)
 
 

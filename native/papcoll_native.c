@@ -34,13 +34,15 @@ uint64_t pc_flag_load(const volatile uint64_t *f)
 /* ---- bounded backoff ------------------------------------------------------ */
 
 /* Phases of a wait, measured from its start. A peer running on another core
- * usually answers within a microsecond or two, so spin briefly; past that the
- * peer is probably not running (more ranks than cores), so give it our core:
- * first by yielding, then by sleeping, growing the sleep so that a long wait
+ * usually answers within a microsecond or two, so spin briefly (not at all when
+ * the node has more processes than cores: then the peer is probably waiting for
+ * our core); past that give our core away: first by yielding, which costs a
+ * peer that needs it one context switch and costs nothing when nobody does,
+ * then, for long waits, by sleeping, growing the sleep so that a long wait
  * costs few wake-ups. Linux adds a 50 us timer slack to every sleep of a
  * normal thread, so the effective sleeps are ~50-115 us. */
-#define SPIN_NS 2000
-#define YIELD_NS 20000
+static int64_t spin_ns = 2000;
+#define YIELD_NS 1000000
 #define SLEEP_MIN_NS 1000
 #define SLEEP_MAX_NS 64000
 #define PAUSES_PER_CHECK 4 /* between clock reads while spinning */
@@ -81,7 +83,7 @@ static int backoff_pause(struct backoff *b)
     if (now >= b->deadline)
         return -ETIMEDOUT;
     int64_t waited = now - b->start;
-    if (waited < SPIN_NS) {
+    if (waited < spin_ns) {
         for (int i = 0; i < PAUSES_PER_CHECK; i++)
             cpu_relax();
     } else if (waited < YIELD_NS) {
@@ -94,6 +96,11 @@ static int backoff_pause(struct backoff *b)
             b->sleep_ns *= 2;
     }
     return 0;
+}
+
+void pc_set_spin(int64_t ns)
+{
+    spin_ns = ns > 0 ? ns : 0;
 }
 
 int pc_wait_ge(const volatile uint64_t *f, uint64_t target, int64_t timeout_ns)
@@ -292,14 +299,6 @@ int pc_allow_ptrace_any(void)
 
 /* ---- intra-node PAP loops ------------------------------------------------- */
 
-void pc_post_blocks(const void *src, size_t src_stride, void *dst, size_t dst_stride,
-                    size_t len, size_t n, volatile uint64_t *flag, uint64_t value)
-{
-    for (size_t i = 0; i < n; i++)
-        memcpy((char *)dst + i * dst_stride, (const char *)src + i * src_stride, len);
-    pc_flag_store(flag, value);
-}
-
 /* These loops end an alltoall, so however long a waiter takes to wake up after its peer
  * arrives is added to the call. Linux lengthens every sleep of a thread by its timer slack
  * (50 us by default), more than a small alltoall takes; so once a loop starts sleeping it
@@ -326,7 +325,7 @@ static void restore_slack(long saved)
 /* How one peer is served once it has arrived: 0 or -errno. */
 typedef int (*serve_fn)(void *how, size_t peer);
 
-/* The loop behind pc_collect_blocks and pc_cma_collect (contract in the header). */
+/* The loop behind pc_exchange_blocks and pc_cma_collect (contract in the header). */
 static int serve_as_ready(const volatile uint64_t *flags, size_t flag_stride,
                           uint8_t *pending, size_t n, uint64_t target, size_t start,
                           size_t *served, size_t max_served, int64_t timeout_ns,
@@ -385,14 +384,25 @@ static int copy_block(void *how, size_t i)
     return 0;
 }
 
-int pc_collect_blocks(const volatile uint64_t *flags, size_t flag_stride,
-                      uint8_t *pending, size_t n, uint64_t target, size_t start,
-                      const void *src, size_t src_stride, void *dst, size_t dst_stride,
-                      size_t len, size_t *served, size_t max_served, int64_t timeout_ns)
+
+int pc_exchange_blocks(const struct pc_exchange *x, const void *src, void *dst, size_t block,
+                       size_t len, uint64_t epoch, size_t start, int64_t timeout_ns)
 {
-    struct copy_from_regions c = {src, src_stride, dst, dst_stride, len};
-    return serve_as_ready(flags, flag_stride, pending, n, target, start, served, max_served,
-                          timeout_ns, copy_block, &c);
+    if (x->me >= x->n || len > x->slot)
+        return -EINVAL;
+    size_t bank = (size_t)(epoch & 1) * x->n * x->slot;
+    volatile uint64_t *mine =
+        (volatile uint64_t *)((volatile char *)x->flags + x->me * x->flag_stride);
+    if (pc_flag_load(mine) < epoch) { /* not posted yet: this is the call's first attempt */
+        for (size_t i = 0; i < x->n; i++)
+            memcpy(x->mine + bank + i * x->slot, (const char *)src + i * block, len);
+        pc_flag_store(mine, epoch); /* release: whoever sees it sees my blocks */
+        memset(x->pending, 1, x->n);
+    }
+    struct copy_from_regions c = {x->regions + bank + x->me * x->slot, x->region_stride,
+                                  dst, block, len};
+    return serve_as_ready(x->flags, x->flag_stride, x->pending, x->n, epoch, start, x->served,
+                          x->max_served, timeout_ns, copy_block, &c);
 }
 
 struct read_from_posts {

@@ -42,10 +42,15 @@ void pc_flag_store(volatile uint64_t *f, uint64_t v);
  * pc_flag_store, the data written before that store is visible here. */
 uint64_t pc_flag_load(const volatile uint64_t *f);
 
-/* Wait until *f >= target (flags only grow: they carry epochs or counters).
- * Backs off from pause-spinning (~2 us) to sched_yield (~20 us) to nanosleeps
- * growing to 64 us (plus the kernel's 50 us timer slack), so that a waiter
- * sharing a core does not starve the process it waits for.
+/* Every wait backs off from pause-spinning (2 us, or as set here) to
+ * sched_yield (to 1 ms) to nanosleeps growing to 64 us (plus the kernel's
+ * 50 us timer slack), so that a waiter sharing a core does not starve the
+ * process it waits for. Process-wide; set 0 where processes outnumber cores:
+ * then the first thing a waiter does is give its core away. */
+void pc_set_spin(int64_t ns);
+
+/* Wait until *f >= target (flags only grow: they carry epochs or counters),
+ * backing off as above.
  * Returns 0 once *f >= target, -ETIMEDOUT when timeout_ns (CLOCK_MONOTONIC)
  * elapsed first, -EINVAL if timeout_ns < 0. */
 int pc_wait_ge(const volatile uint64_t *f, uint64_t target, int64_t timeout_ns);
@@ -148,19 +153,48 @@ int pc_allow_ptrace_any(void);
  * would be added to the call after every wake-up) and restores it on return.
  * pc_wait_all_ge below waits the same way. */
 
-/* Copy n blocks of len bytes, block i from src + i * src_stride to
- * dst + i * dst_stride, then publish value in *flag (release): a process that
- * sees value in the flag also sees every block. The posting half of an
- * exchange through shared memory, where dst is the poster's own region. */
-void pc_post_blocks(const void *src, size_t src_stride, void *dst, size_t dst_stride,
-                    size_t len, size_t n, volatile uint64_t *flag, uint64_t value);
+/* A whole exchange through a node segment (shm_pap's layout), described once: process i's
+ * arrival flag is at flags + i * flag_stride and its data region at
+ * regions + i * region_stride, two banks of n slots of slot bytes each, where slot q of
+ * bank b (at (b * n + q) * slot) holds its block for process q. mine is this process's
+ * region (me's), writable. pending (n bytes), served (n entries) and max_served are as
+ * for the loops above. */
+struct pc_exchange {
+    volatile uint64_t *flags;
+    size_t flag_stride, n, me;
+    char *mine;
+    const char *regions;
+    size_t region_stride, slot;
+    uint8_t *pending;
+    size_t *served;
+    size_t max_served;
+};
 
-/* Serve peer i, once its flag is >= target, by copying len bytes from
- * src + i * src_stride (its region) to dst + i * dst_stride. */
-int pc_collect_blocks(const volatile uint64_t *flags, size_t flag_stride,
-                      uint8_t *pending, size_t n, uint64_t target, size_t start,
-                      const void *src, size_t src_stride, void *dst, size_t dst_stride,
-                      size_t len, size_t *served, size_t max_served, int64_t timeout_ns);
+/* One epoch of the exchange in one call. Unless my flag already shows epoch (a call that
+ * timed out is resumed with the same arguments), post: copy len bytes (<= slot) of each
+ * of the n blocks of src (block bytes apart) into my bank epoch % 2, publish epoch in my
+ * flag (release: whoever sees it sees the blocks) and mark every peer pending. Then serve
+ * each peer i, once its flag is >= epoch, by copying its slot for me in that bank to
+ * dst + i * block. Returns as the loops above do; -EINVAL also for me >= n or
+ * len > slot. */
+int pc_exchange_blocks(const struct pc_exchange *x, const void *src, void *dst, size_t block,
+                       size_t len, uint64_t epoch, size_t start, int64_t timeout_ns);
+
+/* The fast lane (native/papcoll_lane.c, the module's lane_alltoall): one exchange
+ * through the segment of x per call, for calls whose buffers have the shape it was
+ * armed with (set by papcoll after its full checks of such a call): nbytes in
+ * total, items of itemsize bytes with buffer format `format`, block = nbytes / n
+ * bytes per peer (at most x.slot). Each call takes epoch + 1 as its epoch and
+ * waits at most timeout_ns. x.max_served is n. */
+struct pc_lane {
+    struct pc_exchange x;
+    uint64_t epoch;
+    size_t start, block;
+    int64_t timeout_ns;
+    int64_t nbytes, itemsize;
+    char format[16];
+    int armed;
+};
 
 /* Serve peer i, once its flag (word 0 of its post) is >= target, by reading
  * len bytes with process_vm_readv from process pids[i] at the address in word

@@ -21,11 +21,23 @@ class Context:
         self.comm = comm.Dup()            # papcoll's traffic never matches the user's
         self.rank, self.size = self.comm.Get_rank(), self.comm.Get_size()
         self.timeout = config.timeout()
+        self.forced = config.algorithm()
         self.topology = topology.discover(self.comm)
         self.algorithms = {}
+        self.choices = {}                 # block size -> the policy's algorithm
+        self.lanes = {}                   # algorithm= value -> the lane its last call armed
         self.broken = None                # the error that left peers in an unknown state
         self.trace = Trace() if trace or config.trace() else NoTrace()
         self.calls = 0
+
+    def choose(self, block):
+        """The policy's algorithm for blocks of ``block`` bytes (the same on every rank)."""
+        name = self.choices.get(block)
+        if name is None:
+            if len(self.choices) >= 64:   # an application uses few sizes; bound the rest
+                self.choices.clear()
+            name = self.choices[block] = policy.choose(self, block)
+        return name
 
     def algorithm(self, name):
         algo = self.algorithms.get(name)
@@ -38,6 +50,7 @@ class Context:
         return algo
 
     def close(self):
+        self.lanes.clear()
         for algo in self.algorithms.values():
             algo.close()
         self.algorithms.clear()
@@ -97,8 +110,17 @@ class Communicator(MPI.Intracomm):
         ``recvbuf`` from rank j. ``algorithm`` names a registered algorithm (else
         ``PAPCOLL_ALGORITHM``, else the selection policy); every rank must choose the same."""
         ctx = self._context()
+        lane = ctx.lanes.get(algorithm)
+        if lane is not None:
+            done = lane.fast(sendbuf, recvbuf)
+            if done > 0:
+                return
+            if done < 0:
+                ctx.lanes.clear()
+                ctx.broken = lane.lane_failed()
+                raise ctx.broken
         send, recv = parse_alltoall(sendbuf, recvbuf, ctx.size)
-        name = algorithm or config.algorithm() or policy.choose(ctx, recv.block)
+        name = algorithm or ctx.forced or ctx.choose(recv.block)
         lookup(name)   # an unknown name is an error even where nothing needs moving
         if recv.block == 0:
             return     # MPI moves nothing and synchronises nothing for empty blocks either
@@ -109,11 +131,14 @@ class Communicator(MPI.Intracomm):
         ctx.calls += 1
         ctx.trace.begin(name, ctx.calls)
         try:
-            ctx.algorithm(name).alltoall(send, recv)
+            algo = ctx.algorithm(name)
+            algo.alltoall(send, recv)
         except (PapcollTimeoutError, TransportError) as err:
             ctx.broken = err   # peers may still write into our memory: never reuse it
             raise
         ctx.trace.end()
+        # The same algorithm= and the same buffer shape take the same route: the lane's.
+        ctx.lanes[algorithm] = algo.lane(sendbuf, recvbuf, recv)
 
     def _context(self):
         ctx = getattr(self, "_ctx", False)

@@ -16,17 +16,17 @@ buffer) and raw addresses in another process (see ``pc_cma_*`` in the header);
 a failure raises :class:`papcoll.errors.TransportError` (an ``OSError``) whose
 ``errno`` is the kernel's and whose message names the pid and the address.
 
-The intra-node loops (:class:`PeerLoops`, :func:`post_blocks`) run a whole
+The intra-node loops (:class:`PeerLoops`, :class:`SegmentLoops`) run a whole
 PAP-aware exchange step in one call: serve every peer as its flag shows up.
 """
 import ctypes
 import errno
-import importlib.util
 import math
 import operator
 import os
 
 import numpy as np
+from mpi4py import MPI
 
 from .errors import TransportError
 
@@ -39,10 +39,11 @@ _ENOENT = -errno.ENOENT
 
 
 def _load():
-    spec = importlib.util.find_spec("papcoll._native")
-    if spec is None or spec.origin is None:
-        raise ImportError("papcoll._native is not built; run ./scripts/setup")
-    lib = ctypes.CDLL(spec.origin)
+    try:
+        from . import _native as module    # the same library, as a module: lane_alltoall
+    except ImportError as e:
+        raise ImportError("papcoll._native is not built; run ./scripts/setup") from e
+    lib = ctypes.CDLL(module.__file__)
     c = ctypes
     ptr, i64, u64, size, ssize, pid = (c.c_void_p, c.c_int64, c.c_uint64, c.c_size_t,
                                        c.c_ssize_t, c.c_int)
@@ -50,6 +51,7 @@ def _load():
         ("pc_now_ns", i64, []),
         ("pc_flag_store", None, [ptr, u64]),
         ("pc_flag_load", u64, [ptr]),
+        ("pc_set_spin", None, [i64]),
         ("pc_wait_ge", c.c_int, [ptr, u64, i64]),
         ("pc_wait_any_ge", c.c_int, [ptr, size, ptr, size, u64, size, i64]),
         ("pc_wait_ready_ge", c.c_int, [ptr, size, ptr, size, u64, size, ptr, i64]),
@@ -59,19 +61,17 @@ def _load():
         ("pc_cma_writev", ssize, [pid, size, ptr, ptr, ptr, c.POINTER(size)]),
         ("pc_cma_probe", ssize, [pid, ptr, size, c.c_size_t, size, size, size, size, ptr]),
         ("pc_allow_ptrace_any", c.c_int, []),
-        ("pc_post_blocks", None, [ptr, size, ptr, size, size, size, ptr, u64]),
-        ("pc_collect_blocks", c.c_int, [ptr, size, ptr, size, u64, size, ptr, size, ptr, size,
-                                        size, ptr, size, i64]),
         ("pc_cma_collect", c.c_int, [ptr, size, ptr, size, u64, size, ptr, size, ptr, size,
                                      size, ptr, size, ptr, size, c.POINTER(size), i64]),
         ("pc_wait_all_ge", c.c_int, [ptr, size, ptr, size, u64, i64]),
+        ("pc_exchange_blocks", c.c_int, [ptr, ptr, ptr, size, size, u64, size, i64]),
     ]:
         fn = getattr(lib, name)
         fn.restype, fn.argtypes = restype, argtypes
-    return lib
+    return lib, module.lane_alltoall
 
 
-_lib = _load()
+_lib, lane_alltoall = _load()
 now_ns = _lib.pc_now_ns
 now_ns.__doc__ = "CLOCK_MONOTONIC in nanoseconds (the clock of every native deadline)."
 
@@ -157,6 +157,15 @@ def _cma_error(rc, op, pid, nbytes, remote, segment=None):
 
 
 # ---- flags ---------------------------------------------------------------------
+
+SPIN = 2e-6   # seconds a wait spins before it yields its core, unless set_spin says otherwise
+
+
+def set_spin(seconds):
+    """How long every native wait of this process spins before it yields (process-wide):
+    ``SPIN`` normally, 0 where processes outnumber cores (see pc_set_spin)."""
+    _lib.pc_set_spin(_timeout_ns(seconds))
+
 
 def _sliced(fn, args, timeout):
     """Call fn(*args, timeout_ns) in slices of at most _SLICE_NS until it does
@@ -392,17 +401,14 @@ def allow_ptrace_any():
 # ---- intra-node PAP loops ------------------------------------------------------------
 
 def buffer_address(array):
-    """The address of a numpy array's data; for writable non-empty arrays (the hot paths'
-    usual case) about half the cost of ``__array_interface__``."""
-    try:
-        return ctypes.addressof(ctypes.c_char.from_buffer(array))
-    except (TypeError, ValueError):
-        return _address(array)
+    """The address of a contiguous buffer's data: mpi4py's buffer view takes a tenth of
+    ``__array_interface__``'s time, read-only or not."""
+    return MPI.buffer(array).address
 
 
 class Fixed:
-    """A contiguous array whose address is looked up once: for the shared regions that the
-    loops below read or write on every call. Keeps the array (and so its memory) alive."""
+    """A contiguous array whose address is looked up once: for the shared regions that a loop
+    reads or writes on every call. Keeps the array (and so its memory) alive."""
 
     __slots__ = ("address", "array", "nbytes")
 
@@ -411,12 +417,9 @@ class Fixed:
 
 
 def _blocks_at(buf, stride, length, count, what):
-    """The address of buf (an array or a Fixed), after checking that its blocks i < count,
-    at i * stride of length bytes each, all lie inside it."""
-    if type(buf) is Fixed:
-        address, nbytes = buf.address, buf.nbytes
-    else:
-        address, nbytes = buffer_address(buf), buf.nbytes
+    """The address of buf, after checking that its blocks i < count, at i * stride of length
+    bytes each, all lie inside it."""
+    address, nbytes = buffer_address(buf), buf.nbytes
     if count and (length < 0 or stride < 0 or (count - 1) * stride + length > nbytes):
         raise ValueError(f"{what}: {count} blocks of {length} bytes, stride {stride}, do not "
                          f"fit in its {nbytes} bytes")
@@ -424,8 +427,8 @@ def _blocks_at(buf, stride, length, count, what):
 
 
 class PeerLoops:
-    """The C loops of an exchange among the n processes of a node (pc_post_blocks,
-    pc_collect_blocks, pc_cma_collect, pc_wait_all_ge), validated once.
+    """The C loops of an exchange among the n processes of a node (pc_cma_collect,
+    pc_wait_all_ge), validated once.
 
     ``flags`` (a :class:`Flags` of n) are the peers' arrival flags; for the CMA loop each flag
     is word 0 of the peer's post and word 1 holds its buffer address. The loops keep their
@@ -480,19 +483,6 @@ class PeerLoops:
         self.left -= rc
         return self.served[:rc]
 
-    def collect_blocks(self, target, start, src, src_stride, dst, dst_stride, length, timeout):
-        """Copy ``length`` bytes from ``src[i * src_stride:]`` to ``dst[i * dst_stride:]``
-        (arrays or :class:`Fixed`) for each pending peer i whose flag is >= target, in arrival
-        order from ``start``. Returns the indices served by this call (empty after timeout
-        seconds)."""
-        n = self.n
-        rc = _lib.pc_collect_blocks(self.flags.address, self.flags.stride, self._pending, n,
-                                    target, _start(start, n),
-                                    _blocks_at(src, src_stride, length, n, "src"), src_stride,
-                                    _blocks_at(dst, dst_stride, length, n, "dst"), dst_stride,
-                                    length, self._served, self.batch, _timeout_ns(timeout))
-        return self._served_now(rc)
-
     def cma_collect(self, target, start, pids, remote_offset, dst, dst_stride, length, acks,
                     timeout):
         """Read ``length`` bytes at (peer i's published address + remote_offset) in process
@@ -533,13 +523,84 @@ class PeerLoops:
         return rc == 0
 
 
-def post_blocks(src, src_stride, dst, dst_stride, length, count, flags, index, value):
-    """Copy ``count`` blocks of ``length`` bytes, block i from ``src[i * src_stride:]`` to
-    ``dst[i * dst_stride:]`` (arrays or :class:`Fixed`), then publish ``value`` in
-    ``flags[index]`` (release), so that whoever sees the value also sees the blocks."""
-    if not flags._writable:
-        raise ValueError("cannot store into a read-only flags array")
-    _lib.pc_post_blocks(_blocks_at(src, src_stride, length, count, "src"), src_stride,
-                        _blocks_at(dst, dst_stride, length, count, "dst"), dst_stride, length,
-                        count, flags.address + _index(index, flags.size, "flag index")
-                        * flags.stride, value)
+class _Exchange(ctypes.Structure):     # struct pc_exchange
+    _fields_ = [(name, ctypes.c_void_p if kind == "p" else ctypes.c_size_t) for name, kind in (
+        ("flags", "p"), ("flag_stride", "n"), ("n", "n"), ("me", "n"), ("mine", "p"),
+        ("regions", "p"), ("region_stride", "n"), ("slot", "n"), ("pending", "p"),
+        ("served", "p"), ("max_served", "n"))]
+
+
+class _Lane(ctypes.Structure):         # struct pc_lane
+    _fields_ = [("x", _Exchange), ("epoch", ctypes.c_uint64), ("start", ctypes.c_size_t),
+                ("block", ctypes.c_size_t), ("timeout_ns", ctypes.c_int64),
+                ("nbytes", ctypes.c_int64), ("itemsize", ctypes.c_int64),
+                ("format", ctypes.c_char * 16), ("armed", ctypes.c_int)]
+
+
+class SegmentLoops(PeerLoops):
+    """:class:`PeerLoops` plus the whole exchange through a node segment in one C call
+    (``pc_exchange_blocks``): ``flags`` (a writable Flags of n) are the processes' arrival
+    flags, ``regions`` (a writable contiguous array) holds their data regions
+    ``region_stride`` bytes apart, each two banks of n slots of ``slot`` bytes.
+
+    Epochs come from :meth:`next_epoch`, which the lane (:meth:`arm`, ``lane_address``)
+    shares: ``lane_alltoall(lane_address, sendbuf, recvbuf)`` runs a whole call in C.
+    """
+
+    def __init__(self, flags, me, regions, region_stride, slot, batch=None):
+        super().__init__(flags, batch)
+        n, self.me, self.slot = self.n, _index(me, self.n, "me"), slot
+        if not flags._writable:
+            raise ValueError("flags must be writable: this process posts into them")
+        regions = Fixed(regions, True)
+        if (n - 1) * region_stride + 2 * n * slot > regions.nbytes or region_stride < 2 * n * slot:
+            raise ValueError(f"regions must hold {n} regions of 2 x {n} slots of {slot} bytes, "
+                             f"{region_stride} bytes apart ({regions.nbytes} bytes given)")
+        self._regions = regions                  # keeps the mapping alive
+        self._lane = _Lane(_Exchange(flags.address, flags.stride, n, self.me,
+                                     regions.address + self.me * region_stride, regions.address,
+                                     region_stride, slot, self._pending, self._served, self.batch))
+        self._plan_addr = self.lane_address = ctypes.addressof(self._lane)
+        self._posted = None
+
+    def next_epoch(self):
+        self._lane.epoch += 1
+        return self._lane.epoch
+
+    def exchange(self, src, dst, block, length, epoch, start, timeout):
+        """One epoch: post ``length`` bytes of each of the n blocks of ``src`` (``block``
+        bytes apart) unless already posted, then copy peer i's block for me to
+        ``dst[i * block:]`` as it posts, in arrival order from ``start``. Returns the peers this
+        call served: their indices, empty after timeout seconds."""
+        s, d = MPI.buffer(src), MPI.buffer(dst)
+        need = (self.n - 1) * block + length
+        if d.readonly or not 0 <= length <= min(self.slot, block) or s.nbytes < need \
+                or d.nbytes < need:
+            raise ValueError(f"exchange: {self.n} blocks of {length} of {block} bytes do not "
+                             f"fit a {self.slot}-byte slot, src ({s.nbytes} bytes) and writable"
+                             f" dst ({d.nbytes} bytes)")
+        if epoch != self._posted:                # the C call posts, and every peer is pending
+            self._posted, self.left = epoch, self.n
+        return self._served_now(_lib.pc_exchange_blocks(
+            self._plan_addr, s.address, d.address, block, length, epoch, _start(start, self.n),
+            _timeout_ns(timeout)))
+
+    def arm(self, buffer_format, itemsize, nbytes, start, timeout):
+        """Let the lane serve calls whose send and receive buffers are both C-contiguous, of
+        ``nbytes`` bytes in items of ``itemsize`` bytes and buffer ``format``: the shape of a
+        call the caller has fully checked. The lane serves peers from ``start`` and gives up
+        after ``timeout`` seconds. Returns whether it is armed (blocks must fit a slot)."""
+        lane, code = self._lane, buffer_format.encode("ascii", "replace")
+        block = nbytes // self.n
+        lane.armed = 0
+        # The lane serves every arrived peer per native call (no tracing: batch == n).
+        if len(code) < _Lane.format.size and nbytes % self.n == 0 and 0 < block <= self.slot \
+                and self.batch == self.n:
+            lane.format, lane.itemsize, lane.nbytes, lane.block = code, itemsize, nbytes, block
+            lane.start, lane.timeout_ns = _start(start, self.n), _timeout_ns(timeout)
+            lane.armed = 1
+        return bool(lane.armed)
+
+    def disarm(self):
+        self._lane.armed = 0
+

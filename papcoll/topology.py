@@ -4,6 +4,7 @@ Nodes come from ``comm.Split_type(MPI.COMM_TYPE_SHARED)``; ``PAPCOLL_NODE_SIZE=k
 consecutive ranks into emulated nodes of k (the last one may be smaller), so one machine can run
 the multi-node algorithms. The master of a node is its local rank 0.
 """
+import os
 from dataclasses import dataclass
 
 from mpi4py import MPI
@@ -20,6 +21,7 @@ class Topology:
     local: MPI.Intracomm     # the processes of my node
     masters: MPI.Intracomm   # local rank 0 of every node; MPI.COMM_NULL elsewhere
     emulated: bool
+    crowded: bool            # my machine runs more of these processes than they have cores
 
     @property
     def node(self):
@@ -50,5 +52,16 @@ def discover(comm, node_size=None):
     node_of = [node_ids.index(leader[r]) for r in range(size)]
     nodes = [[r for r in range(size) if node_of[r] == n] for n in range(len(node_ids))]
     masters = comm.Split(0 if local.Get_rank() == 0 else MPI.UNDEFINED, rank)
-    return Topology(rank, size, node_of, nodes, local, masters, emulated=bool(node_size))
+    return Topology(rank, size, node_of, nodes, local, masters, emulated=bool(node_size),
+                    crowded=crowded(comm))
+
+
+def crowded(comm):
+    """Collective: whether the processes of ``comm`` on my machine (a real node, also when
+    nodes are emulated) outnumber the CPUs they may run on, together."""
+    machine = comm.Split_type(MPI.COMM_TYPE_SHARED, comm.Get_rank())
+    cpus = set().union(*machine.allgather(os.sched_getaffinity(0)))
+    many = machine.Get_size() > len(cpus)
+    machine.Free()
+    return many
 

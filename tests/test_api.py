@@ -7,3 +7,10 @@ import pytest
 def test_api(run_mpi, nprocs):
     res = run_mpi(nprocs, "api.py")
     assert res.returncode == 0 and "API OK" in res.stdout, res.stdout[-4000:]
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("nprocs", [1, 2, 3, 5])
+def test_fast_lane_serves_only_what_the_full_path_checked(run_mpi, nprocs):
+    res = run_mpi(nprocs, "lane.py")
+    assert res.returncode == 0 and "LANE OK" in res.stdout, res.stdout[-4000:]

@@ -1,5 +1,6 @@
-"""The native intra-node loops (papcoll.native.PeerLoops, post_blocks): serving in arrival
-order, resuming after a timeout, CMA reads with acknowledgements -- between forked processes."""
+"""The native intra-node loops (papcoll.native.PeerLoops, SegmentLoops): serving in arrival
+order, resuming after a timeout, the lane's arming, CMA reads with acknowledgements -- between
+forked processes."""
 import ctypes
 import errno
 import mmap
@@ -37,70 +38,79 @@ def forked(child):
     return pid
 
 
-def test_post_blocks_copies_then_publishes():
-    flags = flags_of(2)
-    src = np.arange(40, dtype=np.uint8)
-    dst = shared(4 * 16)
-    native.post_blocks(src, 10, dst, 16, 7, 4, flags, 1, 5)
-    assert flags.load(1) == 5 and flags.load(0) == 0
-    for i in range(4):
-        assert (dst[i * 16:i * 16 + 7] == src[i * 10:i * 10 + 7]).all()
-        assert (dst[i * 16 + 7:(i + 1) * 16] == 0).all()
-    with pytest.raises(ValueError, match="do not fit"):
-        native.post_blocks(src, 10, dst, 16, 11, 4, flags, 1, 6)
+def segment_loops(n, me, slot=8, region_stride=None, batch=None):
+    """SegmentLoops over n flags and n regions of two banks of n slots, in shared memory."""
+    stride = region_stride or 2 * n * slot
+    regions = shared(n * stride)
+    return native.SegmentLoops(flags_of(n), me, regions, stride, slot, batch), regions
 
 
-def test_collect_serves_in_arrival_order_from_start():
-    n, length = 5, 3
-    flags = flags_of(n)
-    regions = np.arange(n * 8, dtype=np.uint8)          # region i at 8 i
+def slot_of(regions, n, slot, owner, bank, peer):
+    start = owner * 2 * n * slot + (bank * n + peer) * slot
+    return regions[start:start + slot]
+
+
+def test_exchange_posts_then_serves_in_arrival_order_from_start():
+    n, slot, length = 5, 8, 3
+    loops, regions = segment_loops(n, 0, slot)
+    src = np.arange(n * 4, dtype=np.uint8) + 100                # my blocks, 4 bytes apart
     dst = np.zeros(n * 4, np.uint8)
-    loops = native.PeerLoops(flags)
-    loops.expect_all()
-    for i in (4, 1, 2):
-        flags.store(i, 7)
-    served = loops.collect_blocks(7, 2, regions, 8, dst, 4, length, 0)
-    assert served.tolist() == [2, 4, 1] and loops.left == 2
-    assert loops.missing() == [0, 3]
-    assert (dst[4:7] == regions[8:11]).all() and (dst[:3] == 0).all()
-    flags.store(0, 6)                                   # an older epoch is not an arrival
-    assert len(loops.collect_blocks(7, 0, regions, 8, dst, 4, length, 0.01)) == 0
-    flags.store(0, 8)
-    flags.store(3, 7)
-    assert loops.collect_blocks(7, 0, regions, 8, dst, 4, length, 0).tolist() == [0, 3]
-    assert loops.left == 0
-    assert (dst.reshape(n, 4)[:, :3] == regions.reshape(n, 8)[:, :3]).all()
+    for i in (4, 1, 2):                                         # peers' epoch-7 posts (bank 1)
+        slot_of(regions, n, slot, i, 1, 0)[:length] = 10 * i
+        loops.flags.store(i, 7)
+    served = loops.exchange(src, dst, 4, length, 7, 2, 0)
+    assert loops.flags.load(0) == 7                             # posted, then served
+    for q in range(n):
+        assert (slot_of(regions, n, slot, 0, 1, q)[:length] == src[4 * q:4 * q + length]).all()
+    assert served.tolist() == [2, 4, 0, 1] and loops.left == 1 and loops.missing() == [3]
+    assert (dst[4:7] == 10).all() and (dst[:3] == src[:3]).all() and (dst[12:16] == 0).all()
+    loops.flags.store(3, 6)                                     # an older epoch is no arrival
+    assert len(loops.exchange(src, dst, 4, length, 7, 3, 0.01)) == 0
+    slot_of(regions, n, slot, 3, 1, 0)[:length] = 30
+    loops.flags.store(3, 7)
+    assert loops.exchange(src, dst, 4, length, 7, 3, 0).tolist() == [3]   # resumed: no re-post
+    assert loops.left == 0 and (dst[12:15] == 30).all()
 
 
 def test_batch_one_serves_one_per_call():
-    flags = flags_of(3)
-    for i in range(3):
-        flags.store(i, 1)
-    loops = native.PeerLoops(flags, batch=1)
-    loops.expect(np.array([1, 1, 0], np.uint8))
+    loops, _ = segment_loops(3, 1, batch=1)
+    for i in (0, 2):
+        loops.flags.store(i, 1)
     src, dst = np.arange(6, dtype=np.uint8), np.zeros(6, np.uint8)
-    assert loops.collect_blocks(1, 1, src, 2, dst, 2, 2, 0).tolist() == [1]
-    assert loops.collect_blocks(1, 2, src, 2, dst, 2, 2, 0).tolist() == [0]
-    assert loops.left == 0 and (dst[4:] == 0).all()
+    assert loops.exchange(src, dst, 2, 2, 1, 1, 0).tolist() == [1]
+    assert loops.exchange(src, dst, 2, 2, 1, 2, 0).tolist() == [2]
+    assert loops.exchange(src, dst, 2, 2, 1, 0, 0).tolist() == [0]
+    assert loops.left == 0
 
 
-def test_collect_waits_for_a_late_process():
-    flags = flags_of(2)
-    regions = shared(2 * 64)
-    loops = native.PeerLoops(flags)
-    loops.expect([1])
+def test_exchange_waits_for_a_late_process():
+    n, slot = 2, 8
+    loops, regions = segment_loops(n, 0, slot)
 
     def late():
         time.sleep(0.05)
-        regions[64:72] = 9
-        flags.store(1, 3)
+        slot_of(regions, n, slot, 1, 1, 0)[:] = 9
+        loops.flags.store(1, 3)
 
     pid = forked(late)
     dst = np.zeros(2 * 8, np.uint8)
     t0 = time.monotonic()
-    assert loops.collect_blocks(3, 1, regions, 64, dst, 8, 8, 5.0).tolist() == [1]
-    assert time.monotonic() - t0 >= 0.04 and (dst[8:] == 9).all()
+    # Scanning from 1: my own block (0) at once, then 1 once it posts, in one call.
+    assert loops.exchange(np.ones(16, np.uint8), dst, 8, 8, 3, 1, 5.0).tolist() == [0, 1]
+    assert time.monotonic() - t0 >= 0.04 and (dst[8:] == 9).all() and (dst[:8] == 1).all()
     os.waitpid(pid, 0)
+
+
+def test_lane_arms_only_for_what_fits():
+    loops, _ = segment_loops(2, 0, slot=4096)
+    assert loops.arm("B", 1, 2 * 4096, 1, 1.0)
+    assert not loops.arm("B", 1, 2 * 4097, 1, 1.0)              # a block larger than a slot
+    assert not loops.arm("B", 1, 7, 1, 1.0)                     # not a whole block per peer
+    assert not loops.arm("T{i:a:}" * 4, 4, 64, 1, 1.0)          # format too long to keep
+    assert native.lane_alltoall(loops.lane_address, np.zeros(64, np.uint8),
+                                np.zeros(64, np.uint8)) == 0    # disarmed: declined
+    batched, _ = segment_loops(2, 0, batch=1)
+    assert not batched.arm("B", 1, 16, 1, 1.0)                  # tracing serves one per call
 
 
 def test_wait_all_marks_the_missing():
@@ -116,21 +126,22 @@ def test_wait_all_marks_the_missing():
 
 
 def test_argument_errors():
-    flags = flags_of(2)
-    loops = native.PeerLoops(flags)
-    loops.expect_all()
+    loops, regions = segment_loops(2, 0, slot=4)
     buf = np.zeros(8, np.uint8)
     with pytest.raises(IndexError):
-        loops.collect_blocks(1, 2, buf, 4, buf, 4, 4, 0)
+        loops.exchange(buf, buf.copy(), 4, 4, 1, 2, 0)
     with pytest.raises(ValueError, match="do not fit"):
-        loops.collect_blocks(1, 0, buf, 4, buf, 4, 5, 0)
+        loops.exchange(buf, buf.copy(), 4, 5, 1, 0, 0)          # longer than a block and a slot
+    ro = buf.copy()
+    ro.flags.writeable = False
+    with pytest.raises(ValueError, match="writable"):
+        loops.exchange(buf, ro, 4, 4, 1, 0, 0)
+    with pytest.raises(ValueError, match="regions"):
+        native.SegmentLoops(flags_of(2), 0, regions[:60], 32, 4)
     with pytest.raises(ValueError):
-        native.PeerLoops(flags, batch=3)
+        native.PeerLoops(loops.flags, batch=3)
     with pytest.raises(TypeError):
         native.PeerLoops(np.zeros(2, np.uint64))
-    loops.expect([])
-    with pytest.raises(ValueError, match="rejected"):     # nothing pending: a bug, not a wait
-        loops.collect_blocks(1, 0, buf, 4, buf, 4, 4, 0)
 
 
 def test_cma_collect_reads_published_buffers_and_acknowledges():

@@ -9,6 +9,7 @@ is sent to anyone in particular) and "received" for each peer as its block is co
 """
 import time
 
+from .. import native
 from ..errors import PapcollTimeoutError
 from ..progress import Deadline
 from ..trace import NoTrace
@@ -40,6 +41,8 @@ class IntraNodeAlgorithm(Algorithm):
         self.start = (self.me + 1) % self.n          # contention-free: successors first
         self.tracing = not isinstance(ctx.trace, NoTrace)
         self.epoch = 0
+        # Where processes outnumber cores a waiting peer is likely waiting for our core.
+        native.set_spin(0 if topo.crowded else native.SPIN)
 
     def start_call(self):
         """A call begins: its deadline (the Communicator opens its trace record)."""
@@ -49,18 +52,24 @@ class IntraNodeAlgorithm(Algorithm):
         self.epoch += 1
         return self.epoch
 
-    def serve(self, loops, collect, what):
+    def serve(self, loops, collect, what, posts=False):
         """Call ``collect(start, timeout)`` (a native loop over ``loops``) until it has served
-        every pending peer; each served peer's block has arrived. Raises at the deadline."""
+        every pending peer; each served peer's block has arrived. ``posts``: the first call also
+        posts my blocks (traced as "sent" then). Raises at the deadline."""
         start = self.start
-        while loops.left:
+        while True:
             served = collect(start, self.left())
+            if posts and self.tracing:
+                self.trace_each("sent", range(self.n))
+            posts = False
             if len(served):
                 start = (int(served[-1]) + 1) % self.n
                 if self.tracing:
                     self.trace_each("received", served)
             elif self.deadline.expired():
                 raise self.timeout(what, loops.missing())
+            if not loops.left:
+                return
 
     def wait_all(self, loops, target, what):
         """Wait until every pending flag of ``loops`` is >= target. Raises at the deadline."""

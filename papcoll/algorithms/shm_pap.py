@@ -17,7 +17,15 @@ reads my epoch-e bank; meanwhile e + 1 goes to the other bank. The flag only gro
 
 MPI.IN_PLACE needs no copy: all my blocks are posted before any incoming block overwrites them.
 Blocks larger than a slot go in slot-sized pieces, each piece one epoch, the same protocol.
+
+The lane: once a call with plain buffers has gone through papcoll's full checks, calls of the
+same shape (format, item size, length) skip Python altogether (native/papcoll_lane.c): for
+blocks this small the Python steps around the exchange cost more than the exchange.
 """
+from functools import partial
+
+from mpi4py import MPI
+
 from .. import native
 from ..transport.shm import PAGE, Segment
 from .intranode import IntraNodeAlgorithm
@@ -36,42 +44,53 @@ def slot_bytes(n):
 class ShmPap(IntraNodeAlgorithm):
     def __init__(self, ctx):
         super().__init__(ctx)
-        n, me, slot = self.n, self.me, slot_bytes(self.n)
+        n, slot = self.n, slot_bytes(self.n)
         self.slot = slot
         self.segment = Segment(self.local, 8, 2 * n * slot)
-        self.flags = native.Flags(self.segment.words(0))
-        self.loops = native.PeerLoops(self.flags, batch=1 if self.tracing else None)
-        mine, regions = self.segment.region(me), self.segment.regions
-        self.outbox = [native.Fixed(mine[bank * n * slot:(bank + 1) * n * slot], True)
-                       for bank in (0, 1)]
-        # My slot in every region, as the source of the copy-out: region q at q * stride.
-        self.inbox = [native.Fixed(regions[(bank * n + me) * slot:]) for bank in (0, 1)]
+        self.loops = native.SegmentLoops(
+            native.Flags(self.segment.words(0)), self.me, self.segment.regions,
+            self.segment.region_stride, slot, batch=1 if self.tracing else None)
+        self.fast = partial(native.lane_alltoall, self.loops.lane_address)
 
     def alltoall(self, send, recv):
         self.start_call()
         source = recv.data if send is None else send.data
         block = recv.block
-        if block <= self.slot:
-            self.exchange(source, recv.data, block, block)
-        else:
-            for offset in range(0, block, self.slot):
-                self.exchange(source[offset:], recv.data[offset:], block,
-                              min(self.slot, block - offset))
+        for offset in range(0, block, self.slot):
+            self.exchange(source[offset:], recv.data[offset:], block,
+                          min(self.slot, block - offset))
+
+    def next_epoch(self):
+        return self.loops.next_epoch()           # shared with the lane
+
+    def lane(self, sendbuf, recvbuf, recv):
+        if sendbuf is MPI.IN_PLACE or self.tracing:
+            return None
+        try:
+            send_view, recv_view = memoryview(sendbuf), memoryview(recvbuf)
+        except TypeError:                        # a [buf, ...] spec: the full path's business
+            return None
+        if send_view.format != recv_view.format or not send_view.c_contiguous \
+                or not recv_view.c_contiguous or not self.loops.arm(
+                recv_view.format, recv_view.itemsize, recv.data.nbytes, self.start,
+                self.ctx.timeout):
+            return None
+        return self
+
+    def lane_failed(self):
+        return self.timeout("waiting for peers' posts", self.loops.missing())
 
     def exchange(self, source, dest, block, length):
         """One epoch: post ``length`` bytes of each block of ``source`` (blocks ``block`` bytes
-        apart), then collect as many into ``dest`` as peers post theirs."""
-        epoch = self.next_epoch()
-        bank = epoch & 1
-        native.post_blocks(source, block, self.outbox[bank], self.slot, length, self.n,
-                           self.flags, self.me, epoch)
-        if self.tracing:
-            self.trace_each("sent", range(self.n))
-        self.loops.expect_all()
-        inbox, stride = self.inbox[bank], self.segment.region_stride
-        self.serve(self.loops, lambda start, timeout: self.loops.collect_blocks(
-            epoch, start, inbox, stride, dest, block, length, timeout), "waiting for peers' posts")
+        apart), then collect as many into ``dest`` as peers post theirs: one native call does
+        both (more only to wait past a slice, or when tracing serves one peer per call)."""
+        epoch, loops = self.next_epoch(), self.loops
+        self.serve(loops, lambda start, timeout: loops.exchange(
+            source, dest, block, length, epoch, start, timeout), "waiting for peers' posts",
+            posts=True)
 
     def close(self):
-        self.flags = self.loops = self.outbox = self.inbox = None
+        if self.loops is not None:
+            self.loops.disarm()
+        self.loops = self.fast = None
         self.segment.close()

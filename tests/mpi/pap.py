@@ -3,7 +3,9 @@
 order: the last rank arrives LATE seconds after the others. A PAP-aware algorithm lets the early
     ranks finish every exchange among themselves before it arrives; Direct does not.
 timeout: the last rank never calls; the others must raise PapcollTimeoutError naming it within
-    the timeout, the Communicator must refuse further calls, and close() must still work.
+    the timeout, the Communicator must refuse further calls, and close() must still work. The
+    call that times out has the first call's shape (``same``: an algorithm's fast lane takes it)
+    or a new one (``new``: the full path).
 """
 import os
 import sys
@@ -40,12 +42,15 @@ def order(name, nbytes):
     return world.gather(held_up, root=0)
 
 
-def timeout(name):
+def timeout(name, shape):
     pc = papcoll.Communicator(world)
     send = np.zeros(size * 16, np.uint8)
     recv = np.empty_like(send)
     pc.Alltoall(send, recv, algorithm=name)
     world.Barrier()
+    if shape == "new":
+        send = np.zeros(size * 24, np.uint8)
+        recv = np.empty_like(send)
     if rank != late_rank:
         start = time.monotonic()
         try:
@@ -76,6 +81,6 @@ if mode == "order":
             held = {r: h for r, h in enumerate(held) if h}
             print(f"ORDER {name} {nbytes}: held up {held if held else 'nothing'}", flush=True)
 else:
-    timeout(name)
+    timeout(name, sys.argv[3] if len(sys.argv) > 3 else "same")
     if rank == 0:
         print(f"TIMEOUT {name} ok", flush=True)

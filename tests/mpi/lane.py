@@ -1,0 +1,118 @@
+"""MPI worker for the fast lane (shm_pap's, see native/papcoll_lane.c); valid at any N on one
+node. Calls of an armed shape must skip papcoll's Python path and still deliver exactly what
+MPI_Alltoall does; every call the lane cannot serve (a changed format, a read-only or
+overlapping buffer, IN_PLACE, a spec list) must fall back to the full path and get its result
+or its error. Rank 0 prints LANE OK."""
+import os
+import sys
+
+import numpy as np
+from mpi4py import MPI
+
+sys.path.insert(0, os.path.dirname(__file__))
+import pattern
+
+import papcoll
+from papcoll import api
+
+world = MPI.COMM_WORLD
+rank, size = world.Get_rank(), world.Get_size()
+NBYTES = 40          # bytes per peer: a multiple of every item size below
+full_path = 0        # calls that went through papcoll's Python path
+
+
+def counting(parse):
+    def wrapper(*args):
+        global full_path
+        full_path += 1
+        return parse(*args)
+    return wrapper
+
+
+api.parse_alltoall = counting(api.parse_alltoall)
+calls = 0
+
+
+def data(dtype=np.uint8):
+    """Fresh send data naming (call, source, destination, index), the receive buffer, and what
+    MPI_Alltoall itself delivers for it."""
+    global calls
+    calls += 1
+    send = pattern.send_bytes(rank, size, calls, NBYTES)
+    want = np.empty_like(send)
+    world.Alltoall(send, want)
+    assert np.array_equal(want, pattern.recv_bytes(rank, size, calls, NBYTES))
+    return send.view(dtype), np.zeros(size * NBYTES, np.uint8).view(dtype), want
+
+
+def expect(path, fn):
+    """Run fn() and check which path it took: 'lane' or 'full'."""
+    before = full_path
+    fn()
+    took = "full" if full_path > before else "lane"
+    assert took == path, f"rank {rank}: call {calls} took the {took} path, not the {path} one"
+
+
+def raises(error, text, fn):
+    try:
+        fn()
+    except error as err:
+        assert text in str(err), err
+        return
+    raise AssertionError(f"rank {rank}: call {calls} did not raise {error.__name__}")
+
+
+with papcoll.Communicator(world) as pc:
+    if size == 1:   # nothing to exchange: every call returns before choosing an algorithm
+        send, recv, want = data()
+        pc.Alltoall(send, recv)
+        assert np.array_equal(recv, want) and not pc._context().lanes
+    else:
+        send, recv, want = data()
+        expect("full", lambda: pc.Alltoall(send, recv))          # arms the lane
+        assert np.array_equal(recv, want)
+        for _ in range(20):                                      # same shape, fresh buffers
+            send, recv, want = data()
+            expect("lane", lambda s=send, r=recv: pc.Alltoall(s, r))
+            assert np.array_equal(recv, want)
+        send, recv, want = data()                                # explicit name: its own lane
+        expect("full", lambda: pc.Alltoall(send, recv, algorithm="shm_pap"))
+        send, recv, want = data()
+        expect("lane", lambda: pc.Alltoall(send, recv, algorithm="shm_pap"))
+        assert np.array_equal(recv, want)
+
+        send, recv, want = data(np.int32)                        # another format: full, re-arms
+        expect("full", lambda: pc.Alltoall(send, recv))
+        assert np.array_equal(recv.view(np.uint8), want)
+        send, recv, want = data(np.int32)                        # bytes to int32: 'B' != 'i'
+        raises(papcoll.BufferSpecError, "does not match",
+               lambda: pc.Alltoall(bytearray(send.tobytes()), recv))
+        send, recv, want = data(np.int32)
+        expect("lane", lambda: pc.Alltoall(send, recv))
+        assert np.array_equal(recv.view(np.uint8), want)
+
+        send, recv, want = data(np.int32)                        # 2-D, Fortran order: full
+        s2, r2 = (np.asfortranarray(a.reshape(size, -1).T) for a in (send, recv))
+        expect("full", lambda: pc.Alltoall(s2, r2))
+        assert np.array_equal(np.ascontiguousarray(r2.T).view(np.uint8).ravel(), want)
+
+        send, recv, want = data(np.int32)                        # the full path's errors
+        recv.flags.writeable = False
+        raises(papcoll.BufferSpecError, "read-only", lambda: pc.Alltoall(send, recv))
+        both = np.zeros(2 * size * NBYTES // 4, np.int32)
+        raises(papcoll.BufferSpecError, "overlap",
+               lambda: pc.Alltoall(both[:size * NBYTES // 4], both[1:size * NBYTES // 4 + 1]))
+        raises(papcoll.BufferSpecError, "does not match",
+               lambda: pc.Alltoall(send.view(np.float32), recv.copy()))
+
+        send, recv, want = data(np.int32)                        # IN_PLACE and specs: full
+        recv[:] = send
+        expect("full", lambda: pc.Alltoall(MPI.IN_PLACE, recv))
+        assert np.array_equal(recv.view(np.uint8), want)
+        send, recv, want = data(np.int32)
+        expect("full", lambda: pc.Alltoall([send, MPI.INT32_T], [recv, MPI.INT32_T]))
+        assert np.array_equal(recv.view(np.uint8), want)
+
+world.Barrier()
+if rank == 0:
+    print("LANE OK", flush=True)
