@@ -5,9 +5,9 @@ import sys
 from mpi4py import MPI
 
 import papcoll
-from papcoll import transport
+from papcoll import config, transport
 from papcoll.algorithms import policy
-from papcoll.transport.cma import cma_status
+from papcoll.transport.cma import THROTTLE, cma_status
 
 
 def info():
@@ -22,8 +22,11 @@ def info():
               for where, limit, name in policy.TABLE]
     lines += ["", "transports (PAPCOLL_TRANSPORT):"]
     lines += [f"  {line}" for line in transport.status()]
+    measured = config.cma_throttle()
+    throttle = (f"{measured} (measured: PAPCOLL_CMA_MODEL)" if measured else
+                f"{THROTTLE} (default; measure with papcoll.bench cma-model, PAPCOLL_CMA_MODEL)")
     lines += ["", "inside a node:", "  shared memory: POSIX shm segments (algorithm shm_pap)",
-              f"  {cma_status()}"]
+              f"  {cma_status()}", f"  CMA throttle factor k: {throttle}"]
     return "\n".join(lines)
 
 

@@ -1,4 +1,5 @@
 """Settings read from the environment, in one place (names are PAPCOLL_*)."""
+import json
 import os
 
 from .errors import PapcollError
@@ -58,3 +59,21 @@ def transport():
 def trace():
     """PAPCOLL_TRACE=1 records, per call, the order in which peers were served."""
     return _env("PAPCOLL_TRACE") not in (None, "0")
+
+
+def cma_throttle():
+    """PAPCOLL_CMA_MODEL: a JSON file written by ``papcoll.bench cma-model``; its measured
+    throttle factor (None: no model given)."""
+    path = _env("PAPCOLL_CMA_MODEL")
+    if path is None:
+        return None
+    try:
+        with open(path) as f:
+            k = json.load(f)["throttle"]
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise PapcollError(f"PAPCOLL_CMA_MODEL={path!r}: not a papcoll.bench cma-model result "
+                           f"({err})") from None
+    if not isinstance(k, int) or k < 1:
+        raise PapcollError(f"PAPCOLL_CMA_MODEL={path!r}: throttle must be a positive integer, "
+                           f"not {k!r}")
+    return k

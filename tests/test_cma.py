@@ -1,13 +1,14 @@
 """CMA inside a node (papcoll.transport.cma): the status line, the permission check and its
 fallback, and the one-to-all / all-to-one primitives with their throttled variants."""
 import errno
+import json
 
 import numpy as np
 import pytest
 from mpi4py import MPI
 
 from papcoll import native
-from papcoll.errors import TransportError
+from papcoll.errors import PapcollError, TransportError
 from papcoll.transport import cma
 from papcoll.transport.cma import CmaNode, cma_status
 
@@ -46,6 +47,22 @@ def test_one_process_node_runs_every_primitive():
     assert (out == data).all() and node.epoch == 4
     node.close()
     node.close()
+
+
+def test_the_measured_throttle_factor_is_the_default(tmp_path, monkeypatch):
+    assert CmaNode(MPI.COMM_SELF, timeout=5).throttle == cma.THROTTLE
+    model = tmp_path / "cma-model.json"
+    model.write_text(json.dumps({"benchmark": "papcoll CMA cost model", "throttle": 2}))
+    monkeypatch.setenv("PAPCOLL_CMA_MODEL", str(model))
+    node = CmaNode(MPI.COMM_SELF, timeout=5)
+    assert node.throttle == 2
+    node.close()
+    model.write_text(json.dumps({"throttle": 0}))
+    with pytest.raises(PapcollError, match="PAPCOLL_CMA_MODEL.*positive integer"):
+        CmaNode(MPI.COMM_SELF, timeout=5)
+    monkeypatch.setenv("PAPCOLL_CMA_MODEL", str(tmp_path / "missing.json"))
+    with pytest.raises(PapcollError, match="not a papcoll.bench cma-model result"):
+        CmaNode(MPI.COMM_SELF, timeout=5)
 
 
 def test_unavailable_node_refuses_to_run(monkeypatch):

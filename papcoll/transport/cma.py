@@ -20,20 +20,23 @@ The one-to-all and all-to-one primitives of Chakraborty et al. ("Contention-awar
 kernel-assisted MPI collectives") are methods: many readers of one process contend for its
 page-table lock, so ``scatter_read``/``gather_write`` let at most k peers at a time at the root
 (throttle factor k; k = n - 1 is parallel read/write), and ``scatter_write``/``gather_read``
-have the root do every copy itself, one at a time, in the order the peers arrive.
+have the root do every copy itself, one at a time, in the order the peers arrive. Their default
+k is the one ``papcoll.bench cma-model`` measured on this machine when ``PAPCOLL_CMA_MODEL``
+names its result, else ``THROTTLE``.
 """
 import os
 import time
 
 import numpy as np
 
-from .. import native
+from .. import config, native
 from ..errors import PapcollTimeoutError, TransportError
 from ..progress import Deadline
 from .shm import LINE, Segment
 
 POST, DONE, ACKS = 0, LINE, 2 * LINE
-THROTTLE = 4      # default k (the CMA paper's best on Broadwell); papcoll.bench cma-model measures it
+THROTTLE = 4      # k without a measured model (the CMA paper's best on Broadwell)
+MEASURED = "measured"   # the primitives' default k: the model's throttle, else THROTTLE
 YAMA = "/proc/sys/kernel/yama/ptrace_scope"
 
 
@@ -59,6 +62,7 @@ class CmaNode:
         self.comm, self.timeout = comm, timeout
         self.n, self.me = comm.Get_size(), comm.Get_rank()
         self.ranks = list(range(self.n)) if ranks is None else list(ranks)  # for errors
+        self.throttle = config.cma_throttle() or THROTTLE
         self.pids = np.array(comm.allgather(os.getpid()), np.int32)
         self.segment = Segment(comm, control_bytes(self.n), 0)
         self.posts = native.Flags(self.segment.words(POST))
@@ -150,10 +154,11 @@ class CmaNode:
 
     # ---- one-to-all ----------------------------------------------------------------------
 
-    def scatter_read(self, root, send, recv, k=THROTTLE):
+    def scatter_read(self, root, send, recv, k=MEASURED):
         """One-to-all, reader-driven: every process reads its block of ``send`` (root's, n
         blocks of recv.nbytes) into ``recv``, at most ``k`` at a time in the order root+1,
         root+2, ... (throttled read; None: all at once, parallel read)."""
+        k = self.throttle if k == MEASURED else k
         epoch = self.begin()
         if self.me == root:
             self.post(send, epoch)
@@ -181,9 +186,10 @@ class CmaNode:
 
     # ---- all-to-one ----------------------------------------------------------------------
 
-    def gather_write(self, root, send, recv, k=THROTTLE):
+    def gather_write(self, root, send, recv, k=MEASURED):
         """All-to-one, writer-driven: every process writes ``send`` into its block of the
         root's ``recv``, at most ``k`` at a time (throttled write; None: parallel write)."""
+        k = self.throttle if k == MEASURED else k
         epoch = self.begin()
         if self.me == root:
             self.post(recv, epoch)
