@@ -32,8 +32,38 @@ static int shape_matches(const struct pc_lane *lane, const Py_buffer *s, const P
            (send + s->len <= recv || recv + r->len <= send);
 }
 
+/* One piece of the call: an epoch of pc_exchange_blocks, resumed slice by slice with the GIL
+ * released in between for signals. 0 when every process was served, -ETIMEDOUT at the
+ * deadline, -1 with a Python error set. */
+static int exchange_piece(const struct pc_exchange *x, const char *src, char *dst, size_t block,
+                          size_t len, uint64_t epoch, size_t start, int64_t deadline)
+{
+    size_t left = x->n;
+    for (;;) {
+        int64_t slice = deadline - pc_now_ns();
+        slice = slice < 0 ? 0 : slice > SLICE_NS ? SLICE_NS : slice;
+        int rc;
+        Py_BEGIN_ALLOW_THREADS
+        rc = pc_exchange_blocks(x, src, dst, block, len, epoch, start, slice);
+        Py_END_ALLOW_THREADS
+        if (rc > 0) {
+            left -= (size_t)rc;
+            if (left == 0)
+                return 0;
+            start = (x->served[rc - 1] + 1) % x->n;
+        } else if (rc != -ETIMEDOUT) { /* the plan was checked when it was built */
+            PyErr_Format(PyExc_SystemError, "papcoll lane: exchange failed (%d)", rc);
+            return -1;
+        } else if (pc_now_ns() >= deadline) {
+            return -ETIMEDOUT;
+        }
+        if (PyErr_CheckSignals() < 0)
+            return -1;
+    }
+}
+
 /* lane_alltoall(lane, sendbuf, recvbuf) -> 1 done, 0 declined (nothing touched), or
- * -ETIMEDOUT (the lane's timeout passed; pending marks the missing peers). */
+ * -ETIMEDOUT (the lane's timeout passed; x->pending marks the missing processes). */
 static PyObject *lane_alltoall(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)module;
@@ -58,33 +88,15 @@ static PyObject *lane_alltoall(PyObject *module, PyObject *const *args, Py_ssize
     }
     long result = 0;
     if (shape_matches(lane, &s, &r)) {
-        uint64_t epoch = ++lane->epoch;
-        size_t left = lane->x.n, start = lane->start, block = lane->block;
+        const struct pc_exchange *x = lane->x;
+        size_t block = (size_t)lane->nbytes / x->n;
         int64_t deadline = pc_now_ns() + lane->timeout_ns;
-        for (;;) {
-            int64_t slice = deadline - pc_now_ns();
-            slice = slice < 0 ? 0 : slice > SLICE_NS ? SLICE_NS : slice;
-            int rc;
-            Py_BEGIN_ALLOW_THREADS
-            rc = pc_exchange_blocks(&lane->x, s.buf, r.buf, block, block, epoch, start, slice);
-            Py_END_ALLOW_THREADS
-            if (rc > 0) {
-                left -= (size_t)rc;
-                start = (lane->x.served[rc - 1] + 1) % lane->x.n;
-                if (left == 0) {
-                    result = 1;
-                    break;
-                }
-            } else if (rc != -ETIMEDOUT) { /* the armed plan was checked when it was built */
-                PyErr_Format(PyExc_SystemError, "papcoll lane: exchange failed (%d)", rc);
-                break;
-            } else if (pc_now_ns() >= deadline) {
-                result = -ETIMEDOUT;
-                break;
-            }
-            if (PyErr_CheckSignals() < 0)
-                break;
-        }
+        int rc = 0;
+        for (size_t offset = 0; offset < block && rc == 0; offset += x->slot)
+            rc = exchange_piece(x, (const char *)s.buf + offset, (char *)r.buf + offset, block,
+                                block - offset < x->slot ? block - offset : x->slot,
+                                ++*lane->epoch, lane->start, deadline);
+        result = rc == 0 ? 1 : rc;
     }
     PyBuffer_Release(&s);
     PyBuffer_Release(&r);

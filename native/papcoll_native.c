@@ -370,20 +370,22 @@ static int serve_as_ready(const volatile uint64_t *flags, size_t flag_stride,
     return count > 0 ? (int)count : rc;
 }
 
-struct copy_from_regions {
-    const char *src;
-    size_t src_stride;
+/* One epoch of pc_exchange_blocks: where peer i's block for me is, and where it goes. */
+struct exchange_call {
+    const char *src, *inbox; /* my blocks; region 0's slot for me in this epoch's bank */
     char *dst;
-    size_t dst_stride, len;
+    size_t me, region_stride, block, len;
 };
 
-static int copy_block(void *how, size_t i)
+static int copy_in(void *how, size_t i)
 {
-    const struct copy_from_regions *c = how;
-    memcpy(c->dst + i * c->dst_stride, c->src + i * c->src_stride, c->len);
+    const struct exchange_call *c = how;
+    char *to = c->dst + i * c->block;
+    const char *from = i == c->me ? c->src + i * c->block : c->inbox + i * c->region_stride;
+    if (from != to) /* with IN_PLACE my own block is already where it belongs */
+        memcpy(to, from, c->len);
     return 0;
 }
-
 
 int pc_exchange_blocks(const struct pc_exchange *x, const void *src, void *dst, size_t block,
                        size_t len, uint64_t epoch, size_t start, int64_t timeout_ns)
@@ -395,14 +397,15 @@ int pc_exchange_blocks(const struct pc_exchange *x, const void *src, void *dst, 
         (volatile uint64_t *)((volatile char *)x->flags + x->me * x->flag_stride);
     if (pc_flag_load(mine) < epoch) { /* not posted yet: this is the call's first attempt */
         for (size_t i = 0; i < x->n; i++)
-            memcpy(x->mine + bank + i * x->slot, (const char *)src + i * block, len);
+            if (i != x->me) /* my own block goes straight from src to dst */
+                memcpy(x->mine + bank + i * x->slot, (const char *)src + i * block, len);
         pc_flag_store(mine, epoch); /* release: whoever sees it sees my blocks */
         memset(x->pending, 1, x->n);
     }
-    struct copy_from_regions c = {x->regions + bank + x->me * x->slot, x->region_stride,
-                                  dst, block, len};
+    struct exchange_call c = {src, x->regions + bank + x->me * x->slot, dst, x->me,
+                              x->region_stride, block, len};
     return serve_as_ready(x->flags, x->flag_stride, x->pending, x->n, epoch, start, x->served,
-                          x->max_served, timeout_ns, copy_block, &c);
+                          x->max_served, timeout_ns, copy_in, &c);
 }
 
 struct read_from_posts {

@@ -172,26 +172,26 @@ struct pc_exchange {
 
 /* One epoch of the exchange in one call. Unless my flag already shows epoch (a call that
  * timed out is resumed with the same arguments), post: copy len bytes (<= slot) of each
- * of the n blocks of src (block bytes apart) into my bank epoch % 2, publish epoch in my
- * flag (release: whoever sees it sees the blocks) and mark every peer pending. Then serve
- * each peer i, once its flag is >= epoch, by copying its slot for me in that bank to
- * dst + i * block. Returns as the loops above do; -EINVAL also for me >= n or
- * len > slot. */
+ * of my n - 1 blocks for others from src (block bytes apart) into my bank epoch % 2,
+ * publish epoch in my flag (release: whoever sees it sees the blocks) and mark every
+ * process pending. Then serve each process i, once its flag is >= epoch, by copying its
+ * slot for me in that bank to dst + i * block; my own block goes straight from src to dst
+ * (not at all when src == dst: MPI_IN_PLACE). Returns as the loops above do; -EINVAL
+ * also for me >= n or len > slot. */
 int pc_exchange_blocks(const struct pc_exchange *x, const void *src, void *dst, size_t block,
                        size_t len, uint64_t epoch, size_t start, int64_t timeout_ns);
 
-/* The fast lane (native/papcoll_lane.c, the module's lane_alltoall): one exchange
- * through the segment of x per call, for calls whose buffers have the shape it was
- * armed with (set by papcoll after its full checks of such a call): nbytes in
- * total, items of itemsize bytes with buffer format `format`, block = nbytes / n
- * bytes per peer (at most x.slot). Each call takes epoch + 1 as its epoch and
- * waits at most timeout_ns. x.max_served is n. */
+/* The fast lane (native/papcoll_lane.c, the module's lane_alltoall): whole calls over the
+ * exchange x, for buffers with the shape it was armed with (set by papcoll after its full
+ * checks of such a call): nbytes in total, items of itemsize bytes with buffer format
+ * `format`. A call moves nbytes / n bytes per process in pieces of at most x->slot, each
+ * piece the next epoch of *epoch (a counter shared with every other user of x), serving
+ * peers from start and giving up after timeout_ns. x->max_served must be n. */
 struct pc_lane {
-    struct pc_exchange x;
-    uint64_t epoch;
-    size_t start, block;
-    int64_t timeout_ns;
-    int64_t nbytes, itemsize;
+    const struct pc_exchange *x;
+    uint64_t *epoch;
+    size_t start;
+    int64_t timeout_ns, nbytes, itemsize;
     char format[16];
     int armed;
 };

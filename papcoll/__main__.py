@@ -18,7 +18,7 @@ def info():
     width = max(map(len, papcoll.algorithms))
     lines += [f"  {name:{width}}  {cls.description}" for name, cls in papcoll.algorithms.items()]
     lines += ["", "selection policy (first matching row wins):"]
-    lines += [f"  {where:11}  block <= {limit if limit is not None else 'any':>7}  -> {name}"
+    lines += [f"  {where:11}  block x N <= {limit if limit is not None else 'any':>7}  -> {name}"
               for where, limit, name in policy.TABLE]
     lines += ["", "transports (PAPCOLL_TRANSPORT):"]
     lines += [f"  {line}" for line in transport.status()]

@@ -25,7 +25,7 @@ class Context:
         self.topology = topology.discover(self.comm)
         self.algorithms = {}
         self.choices = {}                 # block size -> the policy's algorithm
-        self.lanes = {}                   # algorithm= value -> the lane its last call armed
+        self.lanes = {}                   # algorithm= value -> (fast lane, its algorithm)
         self.broken = None                # the error that left peers in an unknown state
         self.trace = Trace() if trace or config.trace() else NoTrace()
         self.calls = 0
@@ -112,12 +112,12 @@ class Communicator(MPI.Intracomm):
         ctx = self._context()
         lane = ctx.lanes.get(algorithm)
         if lane is not None:
-            done = lane.fast(sendbuf, recvbuf)
+            done = lane[0](sendbuf, recvbuf)
             if done > 0:
                 return
             if done < 0:
                 ctx.lanes.clear()
-                ctx.broken = lane.lane_failed()
+                ctx.broken = lane[1].lane_failed()
                 raise ctx.broken
         send, recv = parse_alltoall(sendbuf, recvbuf, ctx.size)
         name = algorithm or ctx.forced or ctx.choose(recv.block)
@@ -138,7 +138,8 @@ class Communicator(MPI.Intracomm):
             raise
         ctx.trace.end()
         # The same algorithm= and the same buffer shape take the same route: the lane's.
-        ctx.lanes[algorithm] = algo.lane(sendbuf, recvbuf, recv)
+        fast = algo.lane(algorithm, sendbuf, recvbuf, recv)
+        ctx.lanes[algorithm] = None if fast is None else (fast, algo)
 
     def _context(self):
         ctx = getattr(self, "_ctx", False)

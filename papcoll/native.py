@@ -21,6 +21,7 @@ PAP-aware exchange step in one call: serve every peer as its flag shows up.
 """
 import ctypes
 import errno
+import functools
 import math
 import operator
 import os
@@ -531,21 +532,18 @@ class _Exchange(ctypes.Structure):     # struct pc_exchange
 
 
 class _Lane(ctypes.Structure):         # struct pc_lane
-    _fields_ = [("x", _Exchange), ("epoch", ctypes.c_uint64), ("start", ctypes.c_size_t),
-                ("block", ctypes.c_size_t), ("timeout_ns", ctypes.c_int64),
-                ("nbytes", ctypes.c_int64), ("itemsize", ctypes.c_int64),
-                ("format", ctypes.c_char * 16), ("armed", ctypes.c_int)]
+    _fields_ = [("x", ctypes.c_void_p), ("epoch", ctypes.c_void_p), ("start", ctypes.c_size_t),
+                ("timeout_ns", ctypes.c_int64), ("nbytes", ctypes.c_int64),
+                ("itemsize", ctypes.c_int64), ("format", ctypes.c_char * 16),
+                ("armed", ctypes.c_int)]
 
 
 class SegmentLoops(PeerLoops):
     """:class:`PeerLoops` plus the whole exchange through a node segment in one C call
     (``pc_exchange_blocks``): ``flags`` (a writable Flags of n) are the processes' arrival
     flags, ``regions`` (a writable contiguous array) holds their data regions
-    ``region_stride`` bytes apart, each two banks of n slots of ``slot`` bytes.
-
-    Epochs come from :meth:`next_epoch`, which the lane (:meth:`arm`, ``lane_address``)
-    shares: ``lane_alltoall(lane_address, sendbuf, recvbuf)`` runs a whole call in C.
-    """
+    ``region_stride`` bytes apart, each two banks of n slots of ``slot`` bytes. Epochs come
+    from :meth:`next_epoch`, a counter its :class:`Lane` objects share."""
 
     def __init__(self, flags, me, regions, region_stride, slot, batch=None):
         super().__init__(flags, batch)
@@ -557,21 +555,23 @@ class SegmentLoops(PeerLoops):
             raise ValueError(f"regions must hold {n} regions of 2 x {n} slots of {slot} bytes, "
                              f"{region_stride} bytes apart ({regions.nbytes} bytes given)")
         self._regions = regions                  # keeps the mapping alive
-        self._lane = _Lane(_Exchange(flags.address, flags.stride, n, self.me,
-                                     regions.address + self.me * region_stride, regions.address,
-                                     region_stride, slot, self._pending, self._served, self.batch))
-        self._plan_addr = self.lane_address = ctypes.addressof(self._lane)
+        self._plan = _Exchange(flags.address, flags.stride, n, self.me,
+                               regions.address + self.me * region_stride, regions.address,
+                               region_stride, slot, self._pending, self._served, self.batch)
+        self._plan_addr = ctypes.addressof(self._plan)
+        self._epoch = ctypes.c_uint64(0)
         self._posted = None
 
     def next_epoch(self):
-        self._lane.epoch += 1
-        return self._lane.epoch
+        self._epoch.value += 1
+        return self._epoch.value
 
     def exchange(self, src, dst, block, length, epoch, start, timeout):
         """One epoch: post ``length`` bytes of each of the n blocks of ``src`` (``block``
-        bytes apart) unless already posted, then copy peer i's block for me to
-        ``dst[i * block:]`` as it posts, in arrival order from ``start``. Returns the peers this
-        call served: their indices, empty after timeout seconds."""
+        bytes apart) unless already posted, then copy process i's block for me to
+        ``dst[i * block:]`` as it posts (mine straight from ``src``), in arrival order from
+        ``start``. Returns the processes this call served: their indices, empty after
+        timeout seconds."""
         s, d = MPI.buffer(src), MPI.buffer(dst)
         need = (self.n - 1) * block + length
         if d.readonly or not 0 <= length <= min(self.slot, block) or s.nbytes < need \
@@ -585,22 +585,34 @@ class SegmentLoops(PeerLoops):
             self._plan_addr, s.address, d.address, block, length, epoch, _start(start, self.n),
             _timeout_ns(timeout)))
 
+
+class Lane:
+    """A fast lane over the exchange of ``loops`` (a :class:`SegmentLoops` that serves every
+    arrived peer per call): ``run(sendbuf, recvbuf)`` is ``lane_alltoall`` -- a whole call in
+    C, returning 1 when done, 0 to decline (the buffers do not have the armed shape; nothing
+    was touched) and -ETIMEDOUT when peers did not come in time (``loops.missing()``)."""
+
+    def __init__(self, loops):
+        if loops.batch != loops.n:
+            raise ValueError("a lane needs loops that serve every arrived peer per call")
+        self._loops = loops                       # keeps the plan and the counter alive
+        self._lane = _Lane(loops._plan_addr, ctypes.addressof(loops._epoch))
+        self.run = functools.partial(lane_alltoall, ctypes.addressof(self._lane))
+
     def arm(self, buffer_format, itemsize, nbytes, start, timeout):
-        """Let the lane serve calls whose send and receive buffers are both C-contiguous, of
-        ``nbytes`` bytes in items of ``itemsize`` bytes and buffer ``format``: the shape of a
-        call the caller has fully checked. The lane serves peers from ``start`` and gives up
-        after ``timeout`` seconds. Returns whether it is armed (blocks must fit a slot)."""
+        """Serve calls whose send and receive buffers are both C-contiguous, of ``nbytes``
+        bytes in items of ``itemsize`` bytes and buffer ``format``: the shape of a call the
+        caller has fully checked. Peers are served from ``start``; a call gives up after
+        ``timeout`` seconds. Returns whether it is armed (a whole, non-empty block per peer,
+        and a format short enough to keep)."""
         lane, code = self._lane, buffer_format.encode("ascii", "replace")
-        block = nbytes // self.n
         lane.armed = 0
-        # The lane serves every arrived peer per native call (no tracing: batch == n).
-        if len(code) < _Lane.format.size and nbytes % self.n == 0 and 0 < block <= self.slot \
-                and self.batch == self.n:
-            lane.format, lane.itemsize, lane.nbytes, lane.block = code, itemsize, nbytes, block
-            lane.start, lane.timeout_ns = _start(start, self.n), _timeout_ns(timeout)
+        n = self._loops.n
+        if len(code) < _Lane.format.size and nbytes > 0 and nbytes % n == 0:
+            lane.format, lane.itemsize, lane.nbytes = code, itemsize, nbytes
+            lane.start, lane.timeout_ns = _start(start, n), _timeout_ns(timeout)
             lane.armed = 1
         return bool(lane.armed)
 
     def disarm(self):
         self._lane.armed = 0
-

@@ -60,8 +60,9 @@ def test_exchange_posts_then_serves_in_arrival_order_from_start():
         loops.flags.store(i, 7)
     served = loops.exchange(src, dst, 4, length, 7, 2, 0)
     assert loops.flags.load(0) == 7                             # posted, then served
-    for q in range(n):
+    for q in range(1, n):                                       # my own block is not posted
         assert (slot_of(regions, n, slot, 0, 1, q)[:length] == src[4 * q:4 * q + length]).all()
+    assert (slot_of(regions, n, slot, 0, 1, 0) == 0).all()
     assert served.tolist() == [2, 4, 0, 1] and loops.left == 1 and loops.missing() == [3]
     assert (dst[4:7] == 10).all() and (dst[:3] == src[:3]).all() and (dst[12:16] == 0).all()
     loops.flags.store(3, 6)                                     # an older epoch is no arrival
@@ -101,28 +102,56 @@ def test_exchange_waits_for_a_late_process():
     os.waitpid(pid, 0)
 
 
-def test_lane_arms_only_for_what_fits():
+def test_lane_arms_only_for_whole_blocks():
     loops, _ = segment_loops(2, 0, slot=4096)
-    assert loops.arm("B", 1, 2 * 4096, 1, 1.0)
-    assert not loops.arm("B", 1, 2 * 4097, 1, 1.0)              # a block larger than a slot
-    assert not loops.arm("B", 1, 7, 1, 1.0)                     # not a whole block per peer
-    assert not loops.arm("T{i:a:}" * 4, 4, 64, 1, 1.0)          # format too long to keep
-    assert native.lane_alltoall(loops.lane_address, np.zeros(64, np.uint8),
-                                np.zeros(64, np.uint8)) == 0    # disarmed: declined
-    batched, _ = segment_loops(2, 0, batch=1)
-    assert not batched.arm("B", 1, 16, 1, 1.0)                  # tracing serves one per call
+    lane = native.Lane(loops)
+    assert lane.arm("B", 1, 2 * 4097, 1, 1.0)                   # larger than a slot: in pieces
+    assert not lane.arm("B", 1, 7, 1, 1.0)                      # not a whole block per peer
+    assert not lane.arm("B", 1, 0, 1, 1.0)
+    assert not lane.arm("T{i:a:}" * 4, 4, 64, 1, 1.0)           # format too long to keep
+    assert lane.run(np.zeros(64, np.uint8), np.zeros(64, np.uint8)) == 0   # disarmed: declined
+    with pytest.raises(ValueError, match="every arrived peer"):
+        native.Lane(segment_loops(2, 0, batch=1)[0])            # tracing serves one per call
 
 
-def test_wait_all_marks_the_missing():
-    flags = flags_of(4)
-    loops = native.PeerLoops(flags)
-    loops.expect([0, 2, 3])
-    flags.store(2, 1)
-    assert not loops.wait_all(1, 0.02)
-    assert loops.missing() == [0, 3]
-    flags.store(0, 1)
-    flags.store(3, 2)
-    assert loops.wait_all(1, 0.02) and loops.left == 0
+def test_lane_runs_whole_calls_in_pieces_between_processes():
+    """Two processes, 8-byte slots, 20-byte blocks: each call is three epochs in one C call."""
+    n, slot, block = 2, 8, 20
+    flags = flags_of(n)
+    regions = shared(n * 2 * n * slot)
+    results = shared(n * block)
+
+    def process(me):
+        loops = native.SegmentLoops(flags, me, regions, 2 * n * slot, slot)
+        lane = native.Lane(loops)
+        assert lane.arm("B", 1, n * block, (me + 1) % n, 5.0)
+        recv = np.zeros(n * block, np.uint8)
+        for call in range(1, 4):
+            send = np.array([[50 * call + 10 * me + peer] * block for peer in range(n)],
+                            np.uint8).ravel()
+            assert lane.run(send, recv) == 1
+            want = np.array([[50 * call + 10 * src + me] * block for src in range(n)], np.uint8)
+            assert (recv == want.ravel()).all(), (me, call, recv)
+            assert lane.run(send[:-1], recv[:-1]) == 0          # another shape: declined
+        assert loops._epoch.value == 9                           # 3 calls x 3 pieces
+        return recv
+
+    pid = forked(lambda: results.__setitem__(slice(None), process(1)))
+    mine = process(0)
+    os.waitpid(pid, 0)
+    # The last call's blocks, each naming its source and destination (the child's, checked
+    # here too: an assertion in the child only ends the child).
+    assert (mine == np.repeat([150, 160], block)).all()
+    assert (results == np.repeat([151, 161], block)).all()
+
+
+def test_lane_gives_up_at_its_timeout():
+    loops, _ = segment_loops(2, 0, slot=8)
+    lane = native.Lane(loops)
+    assert lane.arm("B", 1, 16, 1, 0.05)
+    t0 = time.monotonic()
+    assert lane.run(np.ones(16, np.uint8), np.zeros(16, np.uint8)) == -errno.ETIMEDOUT
+    assert 0.04 <= time.monotonic() - t0 < 2 and loops.missing() == [1]
 
 
 def test_argument_errors():

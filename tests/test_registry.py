@@ -34,10 +34,3 @@ def test_bad_settings_are_named(monkeypatch, name, value):
     with pytest.raises(PapcollError, match=name):
         getter()
 
-
-def test_every_shape_the_shm_lane_takes_is_routed_to_shm_pap():
-    """shm_pap's lane also serves calls without algorithm=: that is right only while the policy
-    sends every block up to one slot to shm_pap on a single node."""
-    from papcoll.algorithms.shm_pap import slot_bytes
-    assert policy.TABLE[0] == ("single-node", policy.SHM_LIMIT, "shm_pap")
-    assert all(slot_bytes(n) <= policy.SHM_LIMIT for n in range(1, 4097))

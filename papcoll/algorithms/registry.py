@@ -25,11 +25,12 @@ class Algorithm:
         """Exchange blocks: ``send`` and ``recv`` are parsed Messages; ``send`` is None for IN_PLACE."""
         raise NotImplementedError
 
-    def lane(self, sendbuf, recvbuf, recv):
-        """After a call with these buffers (as the user passed them; ``recv`` parsed) ran
-        here: an object whose ``fast(sendbuf, recvbuf)`` may run the next calls of the same
-        shape -- returning 1 when it did, 0 to decline, < 0 when ``lane_failed()`` names the
-        error -- or None (the default: every call takes the full path)."""
+    def lane(self, key, sendbuf, recvbuf, recv):
+        """After a call with these buffers (as the user passed them; ``recv`` parsed) and
+        ``algorithm=key`` ran here: a callable ``fast(sendbuf, recvbuf)`` that may run the
+        next such calls of the same shape -- returning 1 when it did, 0 to decline, < 0 when
+        ``lane_failed()`` names the error -- or None (the default: every call takes the full
+        path)."""
 
     def close(self):
         """Free what the algorithm set up; collective; safe to call twice."""
