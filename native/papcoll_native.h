@@ -9,8 +9,10 @@
  *  - Cross Memory Attach (process_vm_readv/writev) copies that move every
  *    byte or report an errno, plus the probe behind the CMA cost model.
  *
- * The library has no Python module init: papcoll/native.py loads it with
- * ctypes, which releases the GIL for the duration of every call.
+ * papcoll/native.py loads the library with ctypes, which releases the GIL for
+ * the duration of every call. The same library is also the Python module
+ * papcoll._native (native/papcoll_lane.c) for the one function that takes
+ * Python objects: the fast lane (struct pc_lane below).
  *
  * Conventions: functions that can fail return a negative errno (-EINVAL,
  * -ETIMEDOUT, -EFAULT, ...) rather than -1 and errno, and nothing blocks

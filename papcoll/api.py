@@ -112,11 +112,14 @@ class Communicator(MPI.Intracomm):
         ctx = self._context()
         lane = ctx.lanes.get(algorithm)
         if lane is not None:
-            done = lane[0](sendbuf, recvbuf)
+            try:
+                done = lane[0](sendbuf, recvbuf)
+            except BaseException as err:   # e.g. Ctrl-C between two waits: peers mid-call
+                ctx.broken = err
+                raise
             if done > 0:
                 return
             if done < 0:
-                ctx.lanes.clear()
                 ctx.broken = lane[1].lane_failed()
                 raise ctx.broken
         send, recv = parse_alltoall(sendbuf, recvbuf, ctx.size)
@@ -131,10 +134,14 @@ class Communicator(MPI.Intracomm):
         ctx.calls += 1
         ctx.trace.begin(name, ctx.calls)
         try:
-            algo = ctx.algorithm(name)
-            algo.alltoall(send, recv)
+            algo = ctx.algorithm(name)     # set-up is collective: a failure leaves peers waiting
         except (PapcollTimeoutError, TransportError) as err:
-            ctx.broken = err   # peers may still write into our memory: never reuse it
+            ctx.broken = err
+            raise
+        try:
+            algo.alltoall(send, recv)
+        except BaseException as err:       # peers may still write into our memory or wait for
+            ctx.broken = err               # ours: never reuse this Communicator
             raise
         ctx.trace.end()
         # The same algorithm= and the same buffer shape take the same route: the lane's.
@@ -150,7 +157,8 @@ class Communicator(MPI.Intracomm):
             raise CommunicatorStateError("this papcoll.Communicator is closed")
         if ctx.broken is not None:
             raise CommunicatorStateError(
-                f"this papcoll.Communicator is unusable after an earlier error: {ctx.broken}")
+                f"this papcoll.Communicator is unusable after an earlier error: "
+                f"{type(ctx.broken).__name__}: {ctx.broken}")
         return ctx
 
 

@@ -17,7 +17,10 @@ a failure raises :class:`papcoll.errors.TransportError` (an ``OSError``) whose
 ``errno`` is the kernel's and whose message names the pid and the address.
 
 The intra-node loops (:class:`PeerLoops`, :class:`SegmentLoops`) run a whole
-PAP-aware exchange step in one call: serve every peer as its flag shows up.
+PAP-aware exchange step in one call: serve every peer as its flag shows up. A
+:class:`Lane` runs whole calls over a SegmentLoops' exchange without Python:
+``lane_alltoall`` is the one function that takes Python objects (the buffers),
+from native/papcoll_lane.c in the same library, loaded as a module.
 """
 import ctypes
 import errno

@@ -1,5 +1,6 @@
 """What the intra-node algorithms (shm_pap, cma_pap) share: the single-node check, the epoch,
-and the wait that serves peers in arrival order through one native loop call.
+the backoff setting, and the wait that serves peers in arrival order through one native loop
+call.
 
 Each instance counts its own calls (epochs from 1) and owns its own segment, so the flags of
 different algorithms never mix; every call is a full exchange, so no process is ever more
