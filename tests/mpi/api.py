@@ -1,4 +1,6 @@
 """MPI worker for the user-facing API; valid at any N. Rank 0 prints API OK."""
+import os
+
 import numpy as np
 from mpi4py import MPI
 
@@ -60,6 +62,8 @@ assert (topo.masters != MPI.COMM_NULL) == (rank % 2 == 0)
 if rank % 2 == 0:
     assert topo.masters.Get_size() == len(topo.nodes) and topo.masters.Get_rank() == rank // 2
 assert topo.ppn == min(2, size)
+# One real machine here, its processes free to use the same CPUs: crowded when they outnumber them.
+assert topo.crowded == (size > len(os.sched_getaffinity(0)))
 topo.free()
 
 world.Barrier()
