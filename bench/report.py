@@ -553,7 +553,8 @@ def run(args):
     if MPI.COMM_WORLD.Get_size() > 1:
         if MPI.COMM_WORLD.Get_rank() == 0:
             print("papcoll.bench report: error: run it as a plain process, not under mpiexec; "
-                  "it launches the benchmarks itself", file=sys.stderr)
+                  "it launches the benchmarks itself", file=sys.stderr, flush=True)
+        MPI.COMM_WORLD.Barrier()   # a non-zero exit aborts every rank: not before rank 0 said why
         return 2
     if args.collect:
         if not args.collect.is_dir():
