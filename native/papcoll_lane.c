@@ -20,16 +20,14 @@
 
 #define SLICE_NS 100000000 /* longest wait without the GIL: Ctrl-C gets through */
 
-/* Both buffers C-contiguous with the armed format, item size and length, recvbuf writable,
- * and not overlapping: exactly what the full parse checked when it armed the lane. */
-static int shape_matches(const struct pc_lane *lane, const Py_buffer *s, const Py_buffer *r)
+static PyObject *in_place_marker; /* mpi4py's MPI.IN_PLACE, given once by set_in_place */
+
+/* A buffer C-contiguous with the armed format, item size and length: exactly what the full
+ * parse checked when it armed the lane. */
+static int shape_matches(const struct pc_lane *lane, const Py_buffer *b)
 {
-    const char *sf = s->format ? s->format : "B", *rf = r->format ? r->format : "B";
-    const char *send = s->buf, *recv = r->buf;
-    return r->len == lane->nbytes && s->len == lane->nbytes && r->itemsize == lane->itemsize &&
-           s->itemsize == lane->itemsize && strcmp(rf, lane->format) == 0 &&
-           strcmp(sf, lane->format) == 0 &&
-           (send + s->len <= recv || recv + r->len <= send);
+    return b->len == lane->nbytes && b->itemsize == lane->itemsize &&
+           strcmp(b->format ? b->format : "B", lane->format) == 0;
 }
 
 /* One piece of the call: an epoch of pc_exchange_blocks, resumed slice by slice with the GIL
@@ -63,7 +61,8 @@ static int exchange_piece(const struct pc_exchange *x, const char *src, char *ds
 }
 
 /* lane_alltoall(lane, sendbuf, recvbuf) -> 1 done, 0 declined (nothing touched), or
- * -ETIMEDOUT (the lane's timeout passed; x->pending marks the missing processes). */
+ * -ETIMEDOUT (the lane's timeout passed; x->pending marks the missing processes).
+ * sendbuf MPI.IN_PLACE: the blocks go out of recvbuf and come back into it. */
 static PyObject *lane_alltoall(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)module;
@@ -76,36 +75,51 @@ static PyObject *lane_alltoall(PyObject *module, PyObject *const *args, Py_ssize
         return PyErr_Occurred() ? NULL : PyLong_FromLong(0);
     if (!lane->armed)
         return PyLong_FromLong(0);
+    int in_place = in_place_marker != NULL && args[1] == in_place_marker;
     Py_buffer s, r;
     if (PyObject_GetBuffer(args[2], &r, PyBUF_WRITABLE | PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
         PyErr_Clear();
         return PyLong_FromLong(0);
     }
-    if (PyObject_GetBuffer(args[1], &s, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
+    if (in_place) {
+        s = r;
+    } else if (PyObject_GetBuffer(args[1], &s, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
         PyErr_Clear();
         PyBuffer_Release(&r);
         return PyLong_FromLong(0);
     }
+    const char *send = s.buf, *recv = r.buf;
     long result = 0;
-    if (shape_matches(lane, &s, &r)) {
+    if (shape_matches(lane, &r) && (in_place || (shape_matches(lane, &s) &&
+                                                 (send + s.len <= recv || recv + r.len <= send)))) {
         const struct pc_exchange *x = lane->x;
         size_t block = (size_t)lane->nbytes / x->n;
         int64_t deadline = pc_now_ns() + lane->timeout_ns;
         int rc = 0;
         for (size_t offset = 0; offset < block && rc == 0; offset += x->slot)
-            rc = exchange_piece(x, (const char *)s.buf + offset, (char *)r.buf + offset, block,
+            rc = exchange_piece(x, send + offset, (char *)r.buf + offset, block,
                                 block - offset < x->slot ? block - offset : x->slot,
                                 ++*lane->epoch, lane->start, deadline);
         result = rc == 0 ? 1 : rc;
     }
-    PyBuffer_Release(&s);
+    if (!in_place)
+        PyBuffer_Release(&s);
     PyBuffer_Release(&r);
     return PyErr_Occurred() ? NULL : PyLong_FromLong(result);
+}
+
+/* set_in_place(obj): the object that stands for MPI_IN_PLACE as sendbuf. */
+static PyObject *set_in_place(PyObject *module, PyObject *obj)
+{
+    (void)module;
+    Py_XSETREF(in_place_marker, Py_NewRef(obj));
+    Py_RETURN_NONE;
 }
 
 static PyMethodDef methods[] = {
     {"lane_alltoall", (PyCFunction)(void (*)(void))lane_alltoall, METH_FASTCALL,
      "lane_alltoall(lane, sendbuf, recvbuf): 1 done, 0 declined, -ETIMEDOUT."},
+    {"set_in_place", set_in_place, METH_O, "set_in_place(MPI.IN_PLACE)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -144,9 +144,11 @@ class Communicator(MPI.Intracomm):
             ctx.broken = err               # ours: never reuse this Communicator
             raise
         ctx.trace.end()
-        # The same algorithm= and the same buffer shape take the same route: the lane's.
+        # The same algorithm= and the same buffer shape take the same route: the lane's. A call
+        # that arms none leaves the last one, whose shape still routes there.
         fast = algo.lane(algorithm, sendbuf, recvbuf, recv)
-        ctx.lanes[algorithm] = None if fast is None else (fast, algo)
+        if fast is not None:
+            ctx.lanes[algorithm] = (fast, algo)
 
     def _context(self):
         ctx = getattr(self, "_ctx", False)

@@ -72,6 +72,7 @@ def _load():
     ]:
         fn = getattr(lib, name)
         fn.restype, fn.argtypes = restype, argtypes
+    module.set_in_place(MPI.IN_PLACE)
     return lib, module.lane_alltoall
 
 

@@ -65,17 +65,17 @@ class ShmPap(IntraNodeAlgorithm):
         return self.loops.next_epoch()           # shared with the lane
 
     def lane(self, key, sendbuf, recvbuf, recv):
-        if sendbuf is MPI.IN_PLACE or self.tracing:
+        if self.tracing:
             return None
         try:
-            send_view, recv_view = memoryview(sendbuf), memoryview(recvbuf)
+            views = [memoryview(b) for b in (recvbuf,) + (
+                () if sendbuf is MPI.IN_PLACE else (sendbuf,))]
         except TypeError:                        # a [buf, ...] spec: the full path's business
             return None
-        if send_view.format != recv_view.format or not send_view.c_contiguous \
-                or not recv_view.c_contiguous:
+        if any(v.format != views[0].format or not v.c_contiguous for v in views):
             return None
         lane = self.lanes.get(key) or self.lanes.setdefault(key, native.Lane(self.loops))
-        if not lane.arm(recv_view.format, recv_view.itemsize, recv.data.nbytes, self.start,
+        if not lane.arm(views[0].format, views[0].itemsize, recv.data.nbytes, self.start,
                         self.ctx.timeout):
             return None
         return lane.run

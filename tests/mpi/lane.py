@@ -1,8 +1,8 @@
 """MPI worker for the fast lane (shm_pap's, see native/papcoll_lane.c); valid at any N on one
 node. Calls of an armed shape must skip papcoll's Python path and still deliver exactly what
-MPI_Alltoall does; every call the lane cannot serve (a changed format, a read-only or
-overlapping buffer, IN_PLACE, a spec list) must fall back to the full path and get its result
-or its error. Rank 0 prints LANE OK."""
+MPI_Alltoall does, MPI.IN_PLACE included; every call the lane cannot serve (a changed format,
+a read-only or overlapping buffer, a spec list) must fall back to the full path and get its
+result or its error. Rank 0 prints LANE OK."""
 import os
 import sys
 
@@ -105,12 +105,21 @@ with papcoll.Communicator(world) as pc:
         raises(papcoll.BufferSpecError, "does not match",
                lambda: pc.Alltoall(send.view(np.float32), recv.copy()))
 
-        send, recv, want = data(np.int32)                        # IN_PLACE and specs: full
+        send, recv, want = data(np.int32)                        # IN_PLACE: the same shape
+        recv[:] = send
+        expect("lane", lambda: pc.Alltoall(MPI.IN_PLACE, recv))
+        assert np.array_equal(recv.view(np.uint8), want)
+        send, recv, want = data(np.float64)                      # a lane armed IN_PLACE...
         recv[:] = send
         expect("full", lambda: pc.Alltoall(MPI.IN_PLACE, recv))
         assert np.array_equal(recv.view(np.uint8), want)
-        send, recv, want = data(np.int32)
-        expect("full", lambda: pc.Alltoall([send, MPI.INT32_T], [recv, MPI.INT32_T]))
+        send, recv, want = data(np.float64)                      # ...serves send/recv calls
+        expect("lane", lambda: pc.Alltoall(send, recv))
+        assert np.array_equal(recv.view(np.uint8), want)
+        raises(papcoll.BufferSpecError, "only valid as sendbuf",
+               lambda: pc.Alltoall(send, MPI.IN_PLACE))
+        send, recv, want = data(np.float64)                      # specs: full
+        expect("full", lambda: pc.Alltoall([send, MPI.DOUBLE], [recv, MPI.DOUBLE]))
         assert np.array_equal(recv.view(np.uint8), want)
 
 world.Barrier()
