@@ -31,3 +31,13 @@ def test_missing_rank_is_named_within_the_timeout(run_mpi, name, shape):
     assert res.returncode == 0, res.stdout[-4000:]
     assert f"TIMEOUT {name} ok" in res.stdout
     assert "no sign of rank(s) [2]" in res.stdout
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("name,shape", [("shm_pap", "same"), ("shm_pap", "new"),
+                                        ("cma_pap", "same")])
+def test_ctrl_c_gets_through_a_wait(run_mpi, name, shape):
+    res = run_mpi(3, "pap.py", "interrupt", name, shape, env={"PAPCOLL_TIMEOUT": "30"},
+                  timeout=60)
+    assert res.returncode == 0, res.stdout[-4000:]
+    assert f"INTERRUPT {name} ok" in res.stdout

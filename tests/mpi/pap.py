@@ -6,8 +6,10 @@ timeout: the last rank never calls; the others must raise PapcollTimeoutError na
     the timeout, the Communicator must refuse further calls, and close() must still work. The
     call that times out has the first call's shape (``same``: an algorithm's fast lane takes it)
     or a new one (``new``: the full path).
+interrupt: the same, but Ctrl-C arrives during the wait: it must get through at once.
 """
 import os
+import signal
 import sys
 import time
 
@@ -73,6 +75,36 @@ def timeout(name, shape):
     pc.close()
 
 
+def interrupt(name, shape):
+    """Ctrl-C while waiting for a rank that never comes: KeyboardInterrupt within a fraction
+    of a second (long before the timeout), and the Communicator refuses further calls."""
+    pc = papcoll.Communicator(world)
+    send = np.zeros(size * 16, np.uint8)
+    recv = np.empty_like(send)
+    pc.Alltoall(send, recv, algorithm=name)
+    world.Barrier()
+    if shape == "new":
+        send = np.zeros(size * 24, np.uint8)
+        recv = np.empty_like(send)
+    if rank != late_rank:
+        signal.setitimer(signal.ITIMER_REAL, 0.3)
+        signal.signal(signal.SIGALRM, lambda *_: os.kill(os.getpid(), signal.SIGINT))
+        start = time.monotonic()
+        try:
+            pc.Alltoall(send, recv, algorithm=name)
+            raise AssertionError(f"{name}: rank {rank} finished without rank {late_rank}")
+        except KeyboardInterrupt:
+            elapsed = time.monotonic() - start
+            assert elapsed < 1.5, f"Ctrl-C took {elapsed:.1f} s to get through"
+        try:
+            pc.Alltoall(send, recv, algorithm=name)
+            raise AssertionError("an interrupted Communicator accepted another call")
+        except papcoll.CommunicatorStateError as err:
+            assert "KeyboardInterrupt" in str(err), err
+    world.Barrier()
+    pc.close()
+
+
 mode, name = sys.argv[1], sys.argv[2]
 if mode == "order":
     for nbytes in (8, 65536):
@@ -80,6 +112,10 @@ if mode == "order":
         if rank == 0:
             held = {r: h for r, h in enumerate(held) if h}
             print(f"ORDER {name} {nbytes}: held up {held if held else 'nothing'}", flush=True)
+elif mode == "interrupt":
+    interrupt(name, sys.argv[3])
+    if rank == 0:
+        print(f"INTERRUPT {name} ok", flush=True)
 else:
     timeout(name, sys.argv[3] if len(sys.argv) > 3 else "same")
     if rank == 0:
