@@ -22,12 +22,29 @@
 
 static PyObject *in_place_marker; /* mpi4py's MPI.IN_PLACE, given once by set_in_place */
 
-/* A buffer C-contiguous with the armed format, item size and length: exactly what the full
- * parse checked when it armed the lane. */
+/* A buffer C-contiguous with the armed length and, for plain buffers, the armed format and
+ * item size (a [buf, datatype] spec makes the datatype, not the buffer's format, say what the
+ * bytes are): exactly what the full parse checked when it armed the lane. */
 static int shape_matches(const struct pc_lane *lane, const Py_buffer *b)
 {
-    return b->len == lane->nbytes && b->itemsize == lane->itemsize &&
-           strcmp(b->format ? b->format : "B", lane->format) == 0;
+    return b->len == lane->nbytes &&
+           (lane->datatype != NULL ||
+            (b->itemsize == lane->itemsize &&
+             strcmp(b->format ? b->format : "B", lane->format) == 0));
+}
+
+/* The object holding the data of a buffer argument: the argument itself for a lane armed for
+ * plain buffers, the buffer of a [buf, datatype] list or tuple naming the lane's datatype
+ * otherwise; NULL (decline) for anything else. */
+static PyObject *data_of(const struct pc_lane *lane, PyObject *spec)
+{
+    if (lane->datatype == NULL)
+        return spec;
+    if ((PyList_CheckExact(spec) || PyTuple_CheckExact(spec)) &&
+        PySequence_Fast_GET_SIZE(spec) == 2 &&
+        PySequence_Fast_GET_ITEM(spec, 1) == (PyObject *)lane->datatype)
+        return PySequence_Fast_GET_ITEM(spec, 0);
+    return NULL;
 }
 
 /* One piece of the call: an epoch of pc_exchange_blocks, resumed slice by slice with the GIL
@@ -62,7 +79,8 @@ static int exchange_piece(const struct pc_exchange *x, const char *src, char *ds
 
 /* lane_alltoall(lane, sendbuf, recvbuf) -> 1 done, 0 declined (nothing touched), or
  * -ETIMEDOUT (the lane's timeout passed; x->pending marks the missing processes).
- * sendbuf MPI.IN_PLACE: the blocks go out of recvbuf and come back into it. */
+ * sendbuf MPI.IN_PLACE: the blocks go out of recvbuf and come back into it. The buffers are
+ * plain, or [buf, datatype] specs, as the lane was armed. */
 static PyObject *lane_alltoall(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)module;
@@ -76,14 +94,17 @@ static PyObject *lane_alltoall(PyObject *module, PyObject *const *args, Py_ssize
     if (!lane->armed)
         return PyLong_FromLong(0);
     int in_place = in_place_marker != NULL && args[1] == in_place_marker;
+    PyObject *send_data = in_place ? NULL : data_of(lane, args[1]), *recv_data = data_of(lane, args[2]);
+    if (recv_data == NULL || (send_data == NULL && !in_place))
+        return PyLong_FromLong(0);
     Py_buffer s, r;
-    if (PyObject_GetBuffer(args[2], &r, PyBUF_WRITABLE | PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
+    if (PyObject_GetBuffer(recv_data, &r, PyBUF_WRITABLE | PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
         PyErr_Clear();
         return PyLong_FromLong(0);
     }
     if (in_place) {
         s = r;
-    } else if (PyObject_GetBuffer(args[1], &s, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
+    } else if (PyObject_GetBuffer(send_data, &s, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
         PyErr_Clear();
         PyBuffer_Release(&r);
         return PyLong_FromLong(0);

@@ -185,16 +185,19 @@ int pc_exchange_blocks(const struct pc_exchange *x, const void *src, void *dst, 
 
 /* The fast lane (native/papcoll_lane.c, the module's lane_alltoall): whole calls over the
  * exchange x, for buffers with the shape it was armed with (set by papcoll after its full
- * checks of such a call): nbytes in total, items of itemsize bytes with buffer format
- * `format`. A call moves nbytes / n bytes per process in pieces of at most x->slot, each
- * piece the next epoch of *epoch (a counter shared with every other user of x), serving
- * peers from start and giving up after timeout_ns. x->max_served must be n. */
+ * checks of such a call): nbytes in total, and either plain buffers with items of itemsize
+ * bytes and buffer format `format` (datatype NULL) or [buf, datatype] specs naming the
+ * Python object datatype (compared by identity; the caller keeps it alive). A call moves
+ * nbytes / n bytes per process in pieces of at most x->slot, each piece the next epoch of
+ * *epoch (a counter shared with every other user of x), serving peers from start and
+ * giving up after timeout_ns. x->max_served must be n. */
 struct pc_lane {
     const struct pc_exchange *x;
     uint64_t *epoch;
     size_t start;
     int64_t timeout_ns, nbytes, itemsize;
     char format[16];
+    void *datatype;
     int armed;
 };
 

@@ -539,7 +539,7 @@ class _Lane(ctypes.Structure):         # struct pc_lane
     _fields_ = [("x", ctypes.c_void_p), ("epoch", ctypes.c_void_p), ("start", ctypes.c_size_t),
                 ("timeout_ns", ctypes.c_int64), ("nbytes", ctypes.c_int64),
                 ("itemsize", ctypes.c_int64), ("format", ctypes.c_char * 16),
-                ("armed", ctypes.c_int)]
+                ("datatype", ctypes.c_void_p), ("armed", ctypes.c_int)]
 
 
 class SegmentLoops(PeerLoops):
@@ -603,17 +603,21 @@ class Lane:
         self._lane = _Lane(loops._plan_addr, ctypes.addressof(loops._epoch))
         self.run = functools.partial(lane_alltoall, ctypes.addressof(self._lane))
 
-    def arm(self, buffer_format, itemsize, nbytes, start, timeout):
-        """Serve calls whose send and receive buffers are both C-contiguous, of ``nbytes``
-        bytes in items of ``itemsize`` bytes and buffer ``format``: the shape of a call the
-        caller has fully checked. Peers are served from ``start``; a call gives up after
+    def arm(self, nbytes, start, timeout, buffer_format=None, itemsize=0, datatype=None):
+        """Serve calls of the shape of one the caller has fully checked: send and receive
+        buffers of ``nbytes`` bytes, C-contiguous, either plain with items of ``itemsize``
+        bytes and buffer ``format``, or -- with ``datatype`` -- ``[buf, datatype]`` specs
+        naming that very object. Peers are served from ``start``; a call gives up after
         ``timeout`` seconds. Returns whether it is armed (a whole, non-empty block per peer,
         and a format short enough to keep)."""
-        lane, code = self._lane, buffer_format.encode("ascii", "replace")
+        lane = self._lane
         lane.armed = 0
+        code = b"" if datatype is not None else buffer_format.encode("ascii", "replace")
         n = self._loops.n
         if len(code) < _Lane.format.size and nbytes > 0 and nbytes % n == 0:
+            self._datatype = datatype             # alive, so its id stays its own
             lane.format, lane.itemsize, lane.nbytes = code, itemsize, nbytes
+            lane.datatype = None if datatype is None else id(datatype)
             lane.start, lane.timeout_ns = _start(start, n), _timeout_ns(timeout)
             lane.armed = 1
         return bool(lane.armed)

@@ -105,10 +105,11 @@ def test_exchange_waits_for_a_late_process():
 def test_lane_arms_only_for_whole_blocks():
     loops, _ = segment_loops(2, 0, slot=4096)
     lane = native.Lane(loops)
-    assert lane.arm("B", 1, 2 * 4097, 1, 1.0)                   # larger than a slot: in pieces
-    assert not lane.arm("B", 1, 7, 1, 1.0)                      # not a whole block per peer
-    assert not lane.arm("B", 1, 0, 1, 1.0)
-    assert not lane.arm("T{i:a:}" * 4, 4, 64, 1, 1.0)           # format too long to keep
+    assert lane.arm(2 * 4097, 1, 1.0, "B", 1)                   # larger than a slot: in pieces
+    assert not lane.arm(7, 1, 1.0, "B", 1)                      # not a whole block per peer
+    assert not lane.arm(0, 1, 1.0, "B", 1)
+    assert not lane.arm(64, 1, 1.0, "T{i:a:}" * 4, 4)           # format too long to keep
+    assert lane.arm(64, 1, 1.0, datatype=object())              # [buf, datatype] specs
     assert lane.run(np.zeros(64, np.uint8), np.zeros(64, np.uint8)) == 0   # disarmed: declined
     with pytest.raises(ValueError, match="every arrived peer"):
         native.Lane(segment_loops(2, 0, batch=1)[0])            # tracing serves one per call
@@ -124,7 +125,7 @@ def test_lane_runs_whole_calls_in_pieces_between_processes():
     def process(me):
         loops = native.SegmentLoops(flags, me, regions, 2 * n * slot, slot)
         lane = native.Lane(loops)
-        assert lane.arm("B", 1, n * block, (me + 1) % n, 5.0)
+        assert lane.arm(n * block, (me + 1) % n, 5.0, "B", 1)
         recv = np.zeros(n * block, np.uint8)
         for call in range(1, 4):
             send = np.array([[50 * call + 10 * me + peer] * block for peer in range(n)],
@@ -148,7 +149,7 @@ def test_lane_runs_whole_calls_in_pieces_between_processes():
 def test_lane_gives_up_at_its_timeout():
     loops, _ = segment_loops(2, 0, slot=8)
     lane = native.Lane(loops)
-    assert lane.arm("B", 1, 16, 1, 0.05)
+    assert lane.arm(16, 1, 0.05, "B", 1)
     t0 = time.monotonic()
     assert lane.run(np.ones(16, np.uint8), np.zeros(16, np.uint8)) == -errno.ETIMEDOUT
     assert 0.04 <= time.monotonic() - t0 < 2 and loops.missing() == [1]

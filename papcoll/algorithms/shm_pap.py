@@ -35,6 +35,32 @@ SLOT_MAX = 64 << 10          # bytes; blocks above go in pieces
 REGION_BUDGET = 4 << 20      # bytes of data region per process: two banks of n slots
 
 
+def lane_shape(sendbuf, recvbuf, recv):
+    """What a lane must match to take calls like this checked one (Lane.arm's keywords), or
+    None: both buffers plain (sendbuf may be IN_PLACE) with one format, or both ``[buf,
+    datatype]`` specs naming the same datatype object; C-contiguous in either case."""
+    specs = [recvbuf] + ([] if sendbuf is MPI.IN_PLACE else [sendbuf])
+    typed = [isinstance(s, (list, tuple)) and len(s) == 2 and s[1] is recv.datatype
+             for s in specs]
+    if all(typed):
+        buffers, shape = [s[0] for s in specs], {"datatype": recv.datatype}
+    elif any(typed) or any(isinstance(s, (list, tuple)) for s in specs):
+        return None                              # other spec forms: the full path's business
+    else:
+        buffers, shape = specs, None
+    try:
+        views = [memoryview(b) for b in buffers]
+    except TypeError:
+        return None
+    if not all(v.c_contiguous for v in views):
+        return None
+    if shape is None:
+        if any(v.format != views[0].format for v in views):
+            return None
+        shape = {"buffer_format": views[0].format, "itemsize": views[0].itemsize}
+    return shape
+
+
 def slot_bytes(n):
     """Slot size for n processes: SLOT_MAX while two banks of n slots fit REGION_BUDGET."""
     return max(PAGE, min(SLOT_MAX, REGION_BUDGET // (2 * n) // PAGE * PAGE))
@@ -67,16 +93,11 @@ class ShmPap(IntraNodeAlgorithm):
     def lane(self, key, sendbuf, recvbuf, recv):
         if self.tracing:
             return None
-        try:
-            views = [memoryview(b) for b in (recvbuf,) + (
-                () if sendbuf is MPI.IN_PLACE else (sendbuf,))]
-        except TypeError:                        # a [buf, ...] spec: the full path's business
-            return None
-        if any(v.format != views[0].format or not v.c_contiguous for v in views):
+        shape = lane_shape(sendbuf, recvbuf, recv)
+        if shape is None:
             return None
         lane = self.lanes.get(key) or self.lanes.setdefault(key, native.Lane(self.loops))
-        if not lane.arm(views[0].format, views[0].itemsize, recv.data.nbytes, self.start,
-                        self.ctx.timeout):
+        if not lane.arm(recv.data.nbytes, self.start, self.ctx.timeout, **shape):
             return None
         return lane.run
 

@@ -1,8 +1,9 @@
 """MPI worker for the fast lane (shm_pap's, see native/papcoll_lane.c); valid at any N on one
 node. Calls of an armed shape must skip papcoll's Python path and still deliver exactly what
-MPI_Alltoall does, MPI.IN_PLACE included; every call the lane cannot serve (a changed format,
-a read-only or overlapping buffer, a spec list) must fall back to the full path and get its
-result or its error. Rank 0 prints LANE OK."""
+MPI_Alltoall does, MPI.IN_PLACE and [buf, datatype] specs included; every call the lane
+cannot serve (a changed format or datatype, a read-only or overlapping buffer, other spec
+forms) must fall back to the full path and get its result or its error. Rank 0 prints
+LANE OK."""
 import os
 import sys
 
@@ -118,8 +119,27 @@ with papcoll.Communicator(world) as pc:
         assert np.array_equal(recv.view(np.uint8), want)
         raises(papcoll.BufferSpecError, "only valid as sendbuf",
                lambda: pc.Alltoall(send, MPI.IN_PLACE))
-        send, recv, want = data(np.float64)                      # specs: full
+        send, recv, want = data(np.float64)                      # [buf, datatype]: own lane
         expect("full", lambda: pc.Alltoall([send, MPI.DOUBLE], [recv, MPI.DOUBLE]))
+        assert np.array_equal(recv.view(np.uint8), want)
+        send, recv, want = data(np.uint8)                        # the datatype says what the
+        expect("lane", lambda: pc.Alltoall((send, MPI.DOUBLE), [recv, MPI.DOUBLE]))   # bytes are
+        assert np.array_equal(recv, want)
+        send, recv, want = data(np.float64)
+        recv[:] = send
+        expect("lane", lambda: pc.Alltoall(MPI.IN_PLACE, [recv, MPI.DOUBLE]))
+        assert np.array_equal(recv.view(np.uint8), want)
+        send, recv, want = data(np.float64)                      # another datatype, or none
+        expect("full", lambda: pc.Alltoall([send, MPI.INT64_T], [recv, MPI.INT64_T]))
+        assert np.array_equal(recv.view(np.uint8), want)
+        send, recv, want = data(np.float64)
+        raises(papcoll.BufferSpecError, "does not match",
+               lambda: pc.Alltoall([send, MPI.INT64_T], [recv, MPI.DOUBLE]))
+        expect("full", lambda: pc.Alltoall([send, MPI.INT64_T], recv.view(np.int64)))
+        assert np.array_equal(recv.view(np.uint8), want)
+        send, recv, want = data(np.float64)                      # counts: the full path
+        expect("full", lambda: pc.Alltoall([send, NBYTES // 8, MPI.DOUBLE],
+                                           [recv, NBYTES // 8, MPI.DOUBLE]))
         assert np.array_equal(recv.view(np.uint8), want)
 
 world.Barrier()
