@@ -44,7 +44,9 @@ def order(name, nbytes):
     return world.gather(held_up, root=0)
 
 
-def timeout(name, shape):
+def one_call_made(name, shape):
+    """A Communicator after one call, and the buffers for the next: of the same ``shape``
+    (``same``: an algorithm's fast lane takes it) or a ``new`` one (the full path)."""
     pc = papcoll.Communicator(world)
     send = np.zeros(size * 16, np.uint8)
     recv = np.empty_like(send)
@@ -53,6 +55,11 @@ def timeout(name, shape):
     if shape == "new":
         send = np.zeros(size * 24, np.uint8)
         recv = np.empty_like(send)
+    return pc, send, recv
+
+
+def timeout(name, shape):
+    pc, send, recv = one_call_made(name, shape)
     if rank != late_rank:
         start = time.monotonic()
         try:
@@ -78,14 +85,7 @@ def timeout(name, shape):
 def interrupt(name, shape):
     """Ctrl-C while waiting for a rank that never comes: KeyboardInterrupt within a fraction
     of a second (long before the timeout), and the Communicator refuses further calls."""
-    pc = papcoll.Communicator(world)
-    send = np.zeros(size * 16, np.uint8)
-    recv = np.empty_like(send)
-    pc.Alltoall(send, recv, algorithm=name)
-    world.Barrier()
-    if shape == "new":
-        send = np.zeros(size * 24, np.uint8)
-        recv = np.empty_like(send)
+    pc, send, recv = one_call_made(name, shape)
     if rank != late_rank:
         signal.setitimer(signal.ITIMER_REAL, 0.3)
         signal.signal(signal.SIGALRM, lambda *_: os.kill(os.getpid(), signal.SIGINT))
