@@ -24,20 +24,10 @@ class Context:
         self.forced = config.algorithm()
         self.topology = topology.discover(self.comm)
         self.algorithms = {}
-        self.choices = {}                 # block size -> the policy's algorithm
         self.lanes = {}                   # algorithm= value -> (fast lane, its algorithm)
         self.broken = None                # the error that left peers in an unknown state
         self.trace = Trace() if trace or config.trace() else NoTrace()
         self.calls = 0
-
-    def choose(self, block):
-        """The policy's algorithm for blocks of ``block`` bytes (the same on every rank)."""
-        name = self.choices.get(block)
-        if name is None:
-            if len(self.choices) >= 64:   # an application uses few sizes; bound the rest
-                self.choices.clear()
-            name = self.choices[block] = policy.choose(self, block)
-        return name
 
     def algorithm(self, name):
         algo = self.algorithms.get(name)
@@ -123,7 +113,7 @@ class Communicator(MPI.Intracomm):
                 ctx.broken = lane[1].lane_failed()
                 raise ctx.broken
         send, recv = parse_alltoall(sendbuf, recvbuf, ctx.size)
-        name = algorithm or ctx.forced or ctx.choose(recv.block)
+        name = algorithm or ctx.forced or policy.choose(ctx, recv.block)
         lookup(name)   # an unknown name is an error even where nothing needs moving
         if recv.block == 0:
             return     # MPI moves nothing and synchronises nothing for empty blocks either

@@ -316,22 +316,22 @@ def ready_ge(arr, pending, target, start=0):
 
 # ---- Cross Memory Attach ----------------------------------------------------------
 
+def _cma_one(fn, op, writable, pid, local, remote_addr):
+    pid, remote = _pid(pid), _u64(remote_addr, "remote_addr")
+    _, addr, n = _bytes_view(local, writable, "local")
+    rc = fn(pid, addr, remote, n)
+    if rc < 0:
+        raise _cma_error(rc, op, pid, n, remote)
+
+
 def cma_read(pid, local, remote_addr):
     """Fill local (all its bytes) from address remote_addr in process pid."""
-    pid, remote = _pid(pid), _u64(remote_addr, "remote_addr")
-    _, addr, n = _bytes_view(local, True, "local")
-    rc = _lib.pc_cma_read(pid, addr, remote, n)
-    if rc < 0:
-        raise _cma_error(rc, "read of", pid, n, remote)
+    _cma_one(_lib.pc_cma_read, "read of", True, pid, local, remote_addr)
 
 
 def cma_write(pid, remote_addr, local):
     """Copy all bytes of local to address remote_addr in process pid."""
-    pid, remote = _pid(pid), _u64(remote_addr, "remote_addr")
-    _, addr, n = _bytes_view(local, False, "local")
-    rc = _lib.pc_cma_write(pid, addr, remote, n)
-    if rc < 0:
-        raise _cma_error(rc, "write of", pid, n, remote)
+    _cma_one(_lib.pc_cma_write, "write of", False, pid, local, remote_addr)
 
 
 def _cma_vector(fn, op, writable, pid, local, local_offsets, remote_addrs, lengths):
@@ -411,16 +411,6 @@ def buffer_address(array):
     return MPI.buffer(array).address
 
 
-class Fixed:
-    """A contiguous array whose address is looked up once: for the shared regions that a loop
-    reads or writes on every call. Keeps the array (and so its memory) alive."""
-
-    __slots__ = ("address", "array", "nbytes")
-
-    def __init__(self, array, writable=False):
-        self.array, self.address, self.nbytes = _bytes_view(array, writable, "region")
-
-
 def _blocks_at(buf, stride, length, count, what):
     """The address of buf, after checking that its blocks i < count, at i * stride of length
     bytes each, all lie inside it."""
@@ -452,20 +442,18 @@ class PeerLoops:
         if not 1 <= self.batch <= max(self.n, 1):
             raise ValueError(f"batch must be 1..{self.n}, not {self.batch}")
         self._pending, self._served = _address(self.pending), _address(self.served)
-        self.left = 0
-        self._mask = self._mask_count = self._pids = self._pids_addr = None
+        self._mask = self._pids = self._pids_addr = None
 
-    def expect_all(self):
-        """Serve every peer in the next calls."""
-        self.pending.fill(1)
-        self.left = self.n
+    @property
+    def left(self):
+        """How many peers are still pending (the C loops clear ``pending`` as they serve)."""
+        return int(np.count_nonzero(self.pending))
 
     def expect(self, peers):
         """Serve ``peers`` in the next calls: a bool/uint8 mask of n (the fast form, for hot
         paths: precompute it) or a sequence of indices."""
         if peers is self._mask:
             np.copyto(self.pending, peers, casting="unsafe")
-            self.left = self._mask_count
             return
         if isinstance(peers, np.ndarray) and peers.shape == (self.n,) and peers.dtype in (
                 np.bool_, np.uint8):
@@ -474,7 +462,6 @@ class PeerLoops:
         else:
             self.pending.fill(0)
             self.pending[list(peers)] = 1
-        self.left = self._mask_count = int(np.count_nonzero(self.pending))
 
     def missing(self):
         """Indices of the peers still pending."""
@@ -485,7 +472,6 @@ class PeerLoops:
             return self.served[:0]
         if rc < 0:
             raise ValueError(f"native loop rejected its arguments ({os.strerror(-rc)})")
-        self.left -= rc
         return self.served[:rc]
 
     def cma_collect(self, target, start, pids, remote_offset, dst, dst_stride, length, acks,
@@ -523,8 +509,6 @@ class PeerLoops:
                                            self.n, target), timeout)
         if rc == -errno.EINVAL:
             raise ValueError("native wait rejected its arguments")
-        if rc == 0:
-            self.left = 0
         return rc == 0
 
 
@@ -554,17 +538,15 @@ class SegmentLoops(PeerLoops):
         n, self.me, self.slot = self.n, _index(me, self.n, "me"), slot
         if not flags._writable:
             raise ValueError("flags must be writable: this process posts into them")
-        regions = Fixed(regions, True)
-        if (n - 1) * region_stride + 2 * n * slot > regions.nbytes or region_stride < 2 * n * slot:
+        self._regions, address, nbytes = _bytes_view(regions, True, "regions")   # kept alive
+        if (n - 1) * region_stride + 2 * n * slot > nbytes or region_stride < 2 * n * slot:
             raise ValueError(f"regions must hold {n} regions of 2 x {n} slots of {slot} bytes, "
-                             f"{region_stride} bytes apart ({regions.nbytes} bytes given)")
-        self._regions = regions                  # keeps the mapping alive
+                             f"{region_stride} bytes apart ({nbytes} bytes given)")
         self._plan = _Exchange(flags.address, flags.stride, n, self.me,
-                               regions.address + self.me * region_stride, regions.address,
+                               address + self.me * region_stride, address,
                                region_stride, slot, self._pending, self._served, self.batch)
         self._plan_addr = ctypes.addressof(self._plan)
         self._epoch = ctypes.c_uint64(0)
-        self._posted = None
 
     def next_epoch(self):
         self._epoch.value += 1
@@ -583,8 +565,6 @@ class SegmentLoops(PeerLoops):
             raise ValueError(f"exchange: {self.n} blocks of {length} of {block} bytes do not "
                              f"fit a {self.slot}-byte slot, src ({s.nbytes} bytes) and writable"
                              f" dst ({d.nbytes} bytes)")
-        if epoch != self._posted:                # the C call posts, and every peer is pending
-            self._posted, self.left = epoch, self.n
         return self._served_now(_lib.pc_exchange_blocks(
             self._plan_addr, s.address, d.address, block, length, epoch, _start(start, self.n),
             _timeout_ns(timeout)))

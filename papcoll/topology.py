@@ -43,25 +43,22 @@ def discover(comm, node_size=None):
     """Collective over ``comm``: build its Topology (``node_size`` overrides PAPCOLL_NODE_SIZE)."""
     node_size = node_size or config.node_size()
     rank, size = comm.Get_rank(), comm.Get_size()
-    if node_size:
-        local = comm.Split(rank // node_size, rank)
-    else:
-        local = comm.Split_type(MPI.COMM_TYPE_SHARED, rank)
+    machine = comm.Split_type(MPI.COMM_TYPE_SHARED, rank)
+    local = comm.Split(rank // node_size, rank) if node_size else machine
     leader = comm.allgather(local.allreduce(rank, op=MPI.MIN))
     node_ids = sorted(set(leader))
     node_of = [node_ids.index(leader[r]) for r in range(size)]
     nodes = [[r for r in range(size) if node_of[r] == n] for n in range(len(node_ids))]
     masters = comm.Split(0 if local.Get_rank() == 0 else MPI.UNDEFINED, rank)
+    many = crowded(machine)
+    if machine is not local:
+        machine.Free()
     return Topology(rank, size, node_of, nodes, local, masters, emulated=bool(node_size),
-                    crowded=crowded(comm))
+                    crowded=many)
 
 
-def crowded(comm):
-    """Collective: whether the processes of ``comm`` on my machine (a real node, also when
-    nodes are emulated) outnumber the CPUs they may run on, together."""
-    machine = comm.Split_type(MPI.COMM_TYPE_SHARED, comm.Get_rank())
+def crowded(machine):
+    """Collective over ``machine`` (the processes of one real node, also when nodes are
+    emulated): whether they outnumber the CPUs they may run on, together."""
     cpus = set().union(*machine.allgather(os.sched_getaffinity(0)))
-    many = machine.Get_size() > len(cpus)
-    machine.Free()
-    return many
-
+    return machine.Get_size() > len(cpus)

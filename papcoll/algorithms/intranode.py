@@ -1,5 +1,5 @@
-"""What the intra-node algorithms (shm_pap, cma_pap) share: the single-node check, the epoch,
-the backoff setting, and the wait that serves peers in arrival order through one native loop
+"""What the intra-node algorithms (shm_pap, cma_pap) share: the single-node check, the
+backoff setting, and the wait that serves peers in arrival order through one native loop
 call.
 
 Each instance counts its own calls (epochs from 1) and owns its own segment, so the flags of
@@ -41,17 +41,12 @@ class IntraNodeAlgorithm(Algorithm):
         self.ranks = topo.nodes[topo.node]          # local rank -> rank in the communicator
         self.start = (self.me + 1) % self.n          # contention-free: successors first
         self.tracing = not isinstance(ctx.trace, NoTrace)
-        self.epoch = 0
         # Where processes outnumber cores a waiting peer is likely waiting for our core.
         native.set_spin(0 if topo.crowded else native.SPIN)
 
     def start_call(self):
         """A call begins: its deadline (the Communicator opens its trace record)."""
         self.deadline = Deadline(self.ctx.timeout)
-
-    def next_epoch(self):
-        self.epoch += 1
-        return self.epoch
 
     def serve(self, loops, collect, what, posts=False):
         """Call ``collect(start, timeout)`` (a native loop over ``loops``) until it has served

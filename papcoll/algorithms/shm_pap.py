@@ -87,9 +87,6 @@ class ShmPap(IntraNodeAlgorithm):
             self.exchange(source[offset:], recv.data[offset:], block,
                           min(self.slot, block - offset))
 
-    def next_epoch(self):
-        return self.loops.next_epoch()           # shared with the lane
-
     def lane(self, key, sendbuf, recvbuf, recv):
         if self.tracing:
             return None
@@ -108,7 +105,8 @@ class ShmPap(IntraNodeAlgorithm):
         """One epoch: post ``length`` bytes of each block of ``source`` (blocks ``block`` bytes
         apart), then collect as many into ``dest`` as peers post theirs: one native call does
         both (more only to wait past a slice, or when tracing serves one peer per call)."""
-        epoch, loops = self.next_epoch(), self.loops
+        loops = self.loops
+        epoch = loops.next_epoch()                # the counter the lanes share
         self.serve(loops, lambda start, timeout: loops.exchange(
             source, dest, block, length, epoch, start, timeout), "waiting for peers' posts",
             posts=True)
