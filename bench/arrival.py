@@ -39,7 +39,6 @@ import numpy as np
 from mpi4py import MPI
 
 import papcoll
-from papcoll import topology
 from papcoll.errors import AlgorithmError
 
 DEFAULT_SIZES = "8,1K,64K,1M"
@@ -404,10 +403,9 @@ def run(args):
     comm = MPI.COMM_WORLD
     rank, nprocs = comm.Get_rank(), comm.Get_size()
     started = datetime.datetime.now()
-    topo = topology.discover(comm)
-    nodes, ppn, emulated = len(topo.nodes), topo.ppn, topo.emulated
-    topo.free()
     with papcoll.Communicator(comm) as pc:
+        topo = pc._context().topology
+        nodes, ppn, emulated = len(topo.nodes), topo.ppn, topo.emulated
         everything = sorted(papcoll.algorithms, key=lambda name: name != "mpi")  # baseline first
         names, skipped = usable_algorithms(pc, args.algorithms or everything)
         if args.algorithms and skipped:

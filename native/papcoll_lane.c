@@ -49,9 +49,10 @@ static PyObject *data_of(const struct pc_lane *lane, PyObject *spec)
 
 /* One piece of the call: an epoch of pc_exchange_blocks, resumed slice by slice with the GIL
  * released in between for signals. 0 when every process was served, -ETIMEDOUT at the
- * deadline, -1 with a Python error set. */
+ * deadline, -EPROTO when a process's call differs (x->failed), -1 with a Python error set. */
 static int exchange_piece(const struct pc_exchange *x, const char *src, char *dst, size_t block,
-                          size_t len, uint64_t epoch, size_t start, int64_t deadline)
+                          size_t len, uint64_t epoch, uint64_t sig, size_t start,
+                          int64_t deadline)
 {
     size_t left = x->n;
     for (;;) {
@@ -59,13 +60,15 @@ static int exchange_piece(const struct pc_exchange *x, const char *src, char *ds
         slice = slice < 0 ? 0 : slice > SLICE_NS ? SLICE_NS : slice;
         int rc;
         Py_BEGIN_ALLOW_THREADS
-        rc = pc_exchange_blocks(x, src, dst, block, len, epoch, start, slice);
+        rc = pc_exchange_blocks(x, src, dst, block, len, epoch, sig, start, slice);
         Py_END_ALLOW_THREADS
         if (rc > 0) {
             left -= (size_t)rc;
             if (left == 0)
                 return 0;
             start = (x->served[rc - 1] + 1) % x->n;
+        } else if (rc == -EPROTO) {
+            return rc;
         } else if (rc != -ETIMEDOUT) { /* the plan was checked when it was built */
             PyErr_Format(PyExc_SystemError, "papcoll lane: exchange failed (%d)", rc);
             return -1;
@@ -77,8 +80,9 @@ static int exchange_piece(const struct pc_exchange *x, const char *src, char *ds
     }
 }
 
-/* lane_alltoall(lane, sendbuf, recvbuf) -> 1 done, 0 declined (nothing touched), or
- * -ETIMEDOUT (the lane's timeout passed; x->pending marks the missing processes).
+/* lane_alltoall(lane, sendbuf, recvbuf) -> 1 done, 0 declined (nothing touched),
+ * -ETIMEDOUT (the lane's timeout passed; x->pending marks the missing processes) or -EPROTO
+ * (a process's call differs: x->failed).
  * sendbuf MPI.IN_PLACE: the blocks go out of recvbuf and come back into it. The buffers are
  * plain, or [buf, datatype] specs, as the lane was armed. */
 static PyObject *lane_alltoall(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
@@ -117,10 +121,12 @@ static PyObject *lane_alltoall(PyObject *module, PyObject *const *args, Py_ssize
         size_t block = (size_t)lane->nbytes / x->n;
         int64_t deadline = pc_now_ns() + lane->timeout_ns;
         int rc = 0;
-        for (size_t offset = 0; offset < block && rc == 0; offset += x->slot)
+        size_t offset = 0;
+        do /* at least one piece: a call of empty blocks still meets its peers */
             rc = exchange_piece(x, send + offset, (char *)r.buf + offset, block,
                                 block - offset < x->slot ? block - offset : x->slot,
-                                ++*lane->epoch, lane->start, deadline);
+                                ++*lane->epoch, lane->sig, lane->start, deadline);
+        while (rc == 0 && (offset += x->slot) < block);
         result = rc == 0 ? 1 : rc;
     }
     if (!in_place)
@@ -139,7 +145,7 @@ static PyObject *set_in_place(PyObject *module, PyObject *obj)
 
 static PyMethodDef methods[] = {
     {"lane_alltoall", (PyCFunction)(void (*)(void))lane_alltoall, METH_FASTCALL,
-     "lane_alltoall(lane, sendbuf, recvbuf): 1 done, 0 declined, -ETIMEDOUT."},
+     "lane_alltoall(lane, sendbuf, recvbuf): 1 done, 0 declined, -ETIMEDOUT, -EPROTO."},
     {"set_in_place", set_in_place, METH_O, "set_in_place(MPI.IN_PLACE)"},
     {NULL, NULL, 0, NULL},
 };

@@ -297,6 +297,13 @@ int pc_allow_ptrace_any(void)
     return -errno;
 }
 
+int pc_drop_ptrace_any(void)
+{
+    if (prctl(PR_SET_PTRACER, 0, 0, 0, 0) == 0 || errno == EINVAL)
+        return 0;
+    return -errno;
+}
+
 /* ---- intra-node PAP loops ------------------------------------------------- */
 
 /* These loops end an alltoall, so however long a waiter takes to wake up after its peer
@@ -370,25 +377,45 @@ static int serve_as_ready(const volatile uint64_t *flags, size_t flag_stride,
     return count > 0 ? (int)count : rc;
 }
 
+/* The signature word of a post for epoch (see PC_POST_SIG). */
+static inline uint64_t post_sig(const volatile uint64_t *post, uint64_t epoch)
+{
+    return post[PC_POST_SIG + (epoch & 1)];
+}
+
+static inline const volatile uint64_t *post_at(const volatile uint64_t *base, size_t stride,
+                                               size_t i)
+{
+    return (const volatile uint64_t *)((const volatile char *)base + i * stride);
+}
+
 /* One epoch of pc_exchange_blocks: where peer i's block for me is, and where it goes. */
 struct exchange_call {
+    const struct pc_exchange *x;
     const char *src, *inbox; /* my blocks; region 0's slot for me in this epoch's bank */
     char *dst;
-    size_t me, region_stride, block, len;
+    size_t block, len;
+    uint64_t epoch, sig;
 };
 
 static int copy_in(void *how, size_t i)
 {
     const struct exchange_call *c = how;
+    const struct pc_exchange *x = c->x;
+    /* The flag was loaded with acquire ordering: the signature stored before it is visible. */
+    if (post_sig(post_at(x->flags, x->flag_stride, i), c->epoch) != c->sig) {
+        *x->failed = i;
+        return -EPROTO;
+    }
     char *to = c->dst + i * c->block;
-    const char *from = i == c->me ? c->src + i * c->block : c->inbox + i * c->region_stride;
+    const char *from = i == x->me ? c->src + i * c->block : c->inbox + i * x->region_stride;
     if (from != to) /* with IN_PLACE my own block is already where it belongs */
         memcpy(to, from, c->len);
     return 0;
 }
 
 int pc_exchange_blocks(const struct pc_exchange *x, const void *src, void *dst, size_t block,
-                       size_t len, uint64_t epoch, size_t start, int64_t timeout_ns)
+                       size_t len, uint64_t epoch, uint64_t sig, size_t start, int64_t timeout_ns)
 {
     if (x->me >= x->n || len > x->slot)
         return -EINVAL;
@@ -399,11 +426,12 @@ int pc_exchange_blocks(const struct pc_exchange *x, const void *src, void *dst, 
         for (size_t i = 0; i < x->n; i++)
             if (i != x->me) /* my own block goes straight from src to dst */
                 memcpy(x->mine + bank + i * x->slot, (const char *)src + i * block, len);
-        pc_flag_store(mine, epoch); /* release: whoever sees it sees my blocks */
+        mine[PC_POST_SIG + (epoch & 1)] = sig;
+        pc_flag_store(mine, epoch); /* release: whoever sees it sees my blocks and signature */
         memset(x->pending, 1, x->n);
     }
-    struct exchange_call c = {src, x->regions + bank + x->me * x->slot, dst, x->me,
-                              x->region_stride, block, len};
+    struct exchange_call c = {x, src, x->regions + bank + x->me * x->slot, dst, block, len,
+                              epoch, sig};
     return serve_as_ready(x->flags, x->flag_stride, x->pending, x->n, epoch, start, x->served,
                           x->max_served, timeout_ns, copy_in, &c);
 }
@@ -417,18 +445,21 @@ struct read_from_posts {
     size_t dst_stride, len;
     volatile uint64_t *acks;
     size_t ack_stride;
-    uint64_t target;
+    uint64_t target, sig;
     size_t *err_peer;
 };
 
 static int read_block(void *how, size_t i)
 {
     const struct read_from_posts *r = how;
-    /* The address was stored before the flag that serve_as_ready loaded with
-     * acquire ordering, so a plain load sees it. */
-    const volatile uint64_t *post =
-        (const volatile uint64_t *)((const volatile char *)r->posts + i * r->post_stride);
-    const char *remote = (const char *)(uintptr_t)post[1] + r->remote_offset;
+    /* The address and signature were stored before the flag that serve_as_ready loaded with
+     * acquire ordering, so plain loads see them. */
+    const volatile uint64_t *post = post_at(r->posts, r->post_stride, i);
+    if (post_sig(post, r->target) != r->sig) {
+        *r->err_peer = i;
+        return -EPROTO;
+    }
+    const char *remote = (const char *)(uintptr_t)post[PC_POST_ADDR] + r->remote_offset;
     char *local = r->dst + i * r->dst_stride;
     if (r->pids[i] == 0) {
         memcpy(local, remote, r->len);
@@ -444,13 +475,13 @@ static int read_block(void *how, size_t i)
 }
 
 int pc_cma_collect(const volatile uint64_t *posts, size_t post_stride,
-                   uint8_t *pending, size_t n, uint64_t target, size_t start,
+                   uint8_t *pending, size_t n, uint64_t target, uint64_t sig, size_t start,
                    const pid_t *pids, size_t remote_offset, void *dst, size_t dst_stride,
                    size_t len, volatile uint64_t *acks, size_t ack_stride,
                    size_t *served, size_t max_served, size_t *err_peer, int64_t timeout_ns)
 {
     struct read_from_posts r = {posts, post_stride, pids, remote_offset, dst, dst_stride,
-                                len, acks, ack_stride, target, err_peer};
+                                len, acks, ack_stride, target, sig, err_peer};
     return serve_as_ready(posts, post_stride, pending, n, target, start, served, max_served,
                           timeout_ns, read_block, &r);
 }

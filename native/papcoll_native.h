@@ -134,6 +134,11 @@ ssize_t pc_cma_probe(pid_t pid, void *local, size_t local_len, uintptr_t remote,
  * when Yama is absent: EINVAL is ignored) or -errno. */
 int pc_allow_ptrace_any(void);
 
+/* Undo pc_allow_ptrace_any (prctl(PR_SET_PTRACER, 0)): once no papcoll Communicator needs
+ * CMA any more, only the kernel's default rule decides who may read our memory. Returns 0
+ * (also without Yama) or -errno. */
+int pc_drop_ptrace_any(void);
+
 /* ---- intra-node PAP loops ------------------------------------------------- */
 
 /* The hot loops of papcoll's exchanges inside a node, one C call per
@@ -155,12 +160,23 @@ int pc_allow_ptrace_any(void);
  * would be added to the call after every wake-up) and restores it on return.
  * pc_wait_all_ge below waits the same way. */
 
+/* Posts. A process announces each operation with a post of four words, its flag first:
+ * word 0 the flag (the operation's epoch, stored last, with release ordering), words 1 and 2
+ * the signature of the call of epoch e in word 1 + e % 2 (two banks: a flag >= e may already
+ * announce epoch e + 1, whose signature must not overwrite e's while others still check it),
+ * word 3 the address of a published buffer (CMA). A signature says what the call is (which
+ * algorithm and scheme, and its block size), so a reader compares it with its own before it
+ * touches a byte of the poster's data: calls that disagree fail with -EPROTO instead of
+ * copying stale, foreign or missing bytes. */
+#define PC_POST_SIG 1
+#define PC_POST_ADDR 3
+
 /* A whole exchange through a node segment (shm_pap's layout), described once: process i's
- * arrival flag is at flags + i * flag_stride and its data region at
- * regions + i * region_stride, two banks of n slots of slot bytes each, where slot q of
- * bank b (at (b * n + q) * slot) holds its block for process q. mine is this process's
- * region (me's), writable. pending (n bytes), served (n entries) and max_served are as
- * for the loops above. */
+ * post is at flags + i * flag_stride and its data region at regions + i * region_stride, two
+ * banks of n slots of slot bytes each, where slot q of bank b (at (b * n + q) * slot) holds
+ * its block for process q. mine is this process's region (me's), writable. pending (n bytes),
+ * served (n entries) and max_served are as for the loops above; *failed receives the process
+ * whose signature disagreed. */
 struct pc_exchange {
     volatile uint64_t *flags;
     size_t flag_stride, n, me;
@@ -170,18 +186,21 @@ struct pc_exchange {
     uint8_t *pending;
     size_t *served;
     size_t max_served;
+    size_t *failed;
 };
 
 /* One epoch of the exchange in one call. Unless my flag already shows epoch (a call that
  * timed out is resumed with the same arguments), post: copy len bytes (<= slot) of each
- * of my n - 1 blocks for others from src (block bytes apart) into my bank epoch % 2,
- * publish epoch in my flag (release: whoever sees it sees the blocks) and mark every
- * process pending. Then serve each process i, once its flag is >= epoch, by copying its
- * slot for me in that bank to dst + i * block; my own block goes straight from src to dst
- * (not at all when src == dst: MPI_IN_PLACE). Returns as the loops above do; -EINVAL
- * also for me >= n or len > slot. */
+ * of my n - 1 blocks for others from src (block bytes apart) into my bank epoch % 2, store
+ * sig in my post, publish epoch in my flag (release: whoever sees it sees the blocks) and
+ * mark every process pending. Then serve each process i, once its flag is >= epoch, by
+ * checking that its signature for epoch is sig and copying its slot for me in that bank to
+ * dst + i * block; my own block goes straight from src to dst (not at all when src == dst:
+ * MPI_IN_PLACE). Returns as the loops above do; -EPROTO (with *x->failed = i, still pending)
+ * when process i's signature differs; -EINVAL also for me >= n or len > slot. len 0 still
+ * posts and checks every signature: a call whose blocks are empty still meets its peers. */
 int pc_exchange_blocks(const struct pc_exchange *x, const void *src, void *dst, size_t block,
-                       size_t len, uint64_t epoch, size_t start, int64_t timeout_ns);
+                       size_t len, uint64_t epoch, uint64_t sig, size_t start, int64_t timeout_ns);
 
 /* The fast lane (native/papcoll_lane.c, the module's lane_alltoall): whole calls over the
  * exchange x, for buffers with the shape it was armed with (set by papcoll after its full
@@ -189,28 +208,30 @@ int pc_exchange_blocks(const struct pc_exchange *x, const void *src, void *dst, 
  * bytes and buffer format `format` (datatype NULL) or [buf, datatype] specs naming the
  * Python object datatype (compared by identity; the caller keeps it alive). A call moves
  * nbytes / n bytes per process in pieces of at most x->slot, each piece the next epoch of
- * *epoch (a counter shared with every other user of x), serving peers from start and
- * giving up after timeout_ns. x->max_served must be n. */
+ * *epoch (a counter shared with every other user of x) with signature sig, serving peers
+ * from start and giving up after timeout_ns. x->max_served must be n. */
 struct pc_lane {
     const struct pc_exchange *x;
     uint64_t *epoch;
     size_t start;
     int64_t timeout_ns, nbytes, itemsize;
+    uint64_t sig;
     char format[16];
     void *datatype;
     int armed;
 };
 
-/* Serve peer i, once its flag (word 0 of its post) is >= target, by reading
- * len bytes with process_vm_readv from process pids[i] at the address in word
- * 1 of its post (published before the flag) + remote_offset, to
- * dst + i * dst_stride; then publish target at acks + i * ack_stride
- * (release): "I have read your buffer", so that peer may let its buffer go.
- * pids[i] == 0 marks this process's own buffer: a plain memcpy. A failed read
- * returns its -errno (see pc_cma_read), with *err_peer = i and peer i still
- * pending; the peers served before it stay served. */
+/* Serve peer i, once its post's flag is >= target, by reading len bytes with
+ * process_vm_readv from process pids[i] at the address in its post (PC_POST_ADDR, published
+ * before the flag) + remote_offset, to dst + i * dst_stride; then publish target at
+ * acks + i * ack_stride (release): "I have read your buffer", so that peer may let its buffer
+ * go. Before reading, the post's signature for target must be sig: a poster whose call
+ * differs is never read (-EPROTO, *err_peer = i, still pending), so no byte beyond its buffer
+ * is touched. pids[i] == 0 marks this process's own buffer: a plain memcpy. A failed read
+ * returns its -errno (see pc_cma_read), with *err_peer = i and peer i still pending; the
+ * peers served before it stay served. */
 int pc_cma_collect(const volatile uint64_t *posts, size_t post_stride,
-                   uint8_t *pending, size_t n, uint64_t target, size_t start,
+                   uint8_t *pending, size_t n, uint64_t target, uint64_t sig, size_t start,
                    const pid_t *pids, size_t remote_offset, void *dst, size_t dst_stride,
                    size_t len, volatile uint64_t *acks, size_t ack_stride,
                    size_t *served, size_t max_served, size_t *err_peer, int64_t timeout_ns);

@@ -7,7 +7,7 @@ from mpi4py import MPI
 import papcoll
 from papcoll import config, transport
 from papcoll.algorithms import policy
-from papcoll.transport.cma import THROTTLE, cma_status
+from papcoll.node.cma import THROTTLE, cma_status
 
 
 def info():
@@ -25,7 +25,8 @@ def info():
     measured = config.cma_throttle()
     throttle = (f"{measured} (measured: PAPCOLL_CMA_MODEL)" if measured else
                 f"{THROTTLE} (default; measure with papcoll.bench cma-model, PAPCOLL_CMA_MODEL)")
-    lines += ["", "inside a node:", "  shared memory: POSIX shm segments (algorithm shm_pap)",
+    lines += ["", "inside a node:",
+              "  shared memory: one POSIX shm segment per Communicator and node (shm_pap, cma_pap)",
               f"  {cma_status()}", f"  CMA throttle factor k: {throttle}"]
     return "\n".join(lines)
 

@@ -1,77 +1,47 @@
 """The user-facing API: ``Communicator`` (an MPI.Intracomm with papcoll's Alltoall) and ``Alltoall``."""
 import atexit
-import itertools
 import weakref
 
 from mpi4py import MPI
 
-from . import config, topology
+from . import context
 from .algorithms import lookup, policy
 from .buffers import parse_alltoall
-from .errors import (AlgorithmError, CommunicatorStateError, PapcollError, PapcollTimeoutError,
-                     TransportError)
-from .trace import NoTrace, Trace
+from .errors import CommunicatorStateError, PapcollError
+
+_IN_USE = ("this papcoll.Communicator is in use by another thread: calls on one Communicator "
+           "must not overlap (use one Communicator per thread)")
 
 
-class Context:
-    """What papcoll keeps per communicator: a private duplicate for its own traffic, the
-    topology, the settings, and the algorithms built so far."""
-
-    def __init__(self, comm, trace=False):
-        self.comm = comm.Dup()            # papcoll's traffic never matches the user's
-        self.rank, self.size = self.comm.Get_rank(), self.comm.Get_size()
-        self.timeout = config.timeout()
-        self.forced = config.algorithm()
-        self.topology = topology.discover(self.comm)
-        self.algorithms = {}
-        self.lanes = {}                   # algorithm= value -> (fast lane, its algorithm)
-        self.broken = None                # the error that left peers in an unknown state
-        self.trace = Trace() if trace or config.trace() else NoTrace()
-        self.calls = 0
-
-    def algorithm(self, name):
-        algo = self.algorithms.get(name)
-        if algo is None:
-            cls = lookup(name)
-            reason = cls.unsupported(self)
-            if reason:
-                raise AlgorithmError(f"algorithm {name!r} cannot run here: {reason}")
-            algo = self.algorithms[name] = cls(self)
-        return algo
-
-    def close(self):
-        self.lanes.clear()
-        for algo in self.algorithms.values():
-            algo.close()
-        self.algorithms.clear()
-        self.topology.free()
-        self.comm.Free()
-
-
-# Live Communicators by creation number, closed at MPI_Finalize if the user did not. Creation
-# is collective, so every rank closes them in the same order.
-_open = {}
-_serial = itertools.count()
+def _check(comm):
+    """papcoll's own check of the communicator, before mpi4py's (whose TypeError says less)."""
+    if comm == MPI.COMM_NULL:
+        raise PapcollError("papcoll.Communicator needs an MPI intracommunicator, got "
+                           "MPI.COMM_NULL")
+    if not isinstance(comm, MPI.Intracomm):
+        kind = "an inter-communicator" if isinstance(comm, MPI.Intercomm) else type(comm).__name__
+        raise PapcollError(f"papcoll.Communicator needs an MPI intracommunicator, got {kind}")
 
 
 class Communicator(MPI.Intracomm):
     """An MPI.Intracomm on the same communicator whose ``Alltoall`` is papcoll's.
 
-    Constructing it is collective over ``comm``. Every method but ``Alltoall`` is MPI's.
-    Use it as a context manager or call ``close()`` (collective, safe twice) to free what
-    papcoll set up; MPI_Finalize closes the ones left open. With ``trace=True`` (or
-    ``PAPCOLL_TRACE=1``) each call's serving order is kept in ``traces`` (see trace.py).
+    Constructing it is collective over ``comm`` and bounded by PAPCOLL_TIMEOUT. Every method
+    but ``Alltoall`` is MPI's. Use it as a context manager or call ``close()`` (collective,
+    bounded, safe twice) to free what papcoll set up; one dropped without closing is freed at
+    the next Communicator made over its processes, and MPI_Finalize closes the ones left (see
+    context.py). With ``trace=True`` (or ``PAPCOLL_TRACE=1``) each call's serving order is kept
+    in ``traces`` (see trace.py). One thread at a time may use a Communicator.
     """
 
     def __new__(cls, comm=MPI.COMM_WORLD, *, trace=False):
+        _check(comm)
         return super().__new__(cls, comm)
 
     def __init__(self, comm=MPI.COMM_WORLD, *, trace=False):
-        if not isinstance(comm, MPI.Intracomm) or comm == MPI.COMM_NULL:
-            raise PapcollError(f"papcoll.Communicator needs an MPI intracommunicator, got {comm!r}")
-        self._ctx = Context(MPI.Intracomm(comm), trace)
-        self._serial = next(_serial)
-        _open[self._serial] = weakref.ref(self)
+        _check(comm)
+        ctx = self._ctx = context.Context(MPI.Intracomm(comm), trace)
+        weakref.finalize(self, context.drop, ctx).atexit = False
 
     def __enter__(self):
         return self
@@ -80,10 +50,16 @@ class Communicator(MPI.Intracomm):
         self.close()
 
     def close(self):
-        ctx, self._ctx = getattr(self, "_ctx", None), None
-        _open.pop(getattr(self, "_serial", None), None)
-        if ctx is not None:
+        ctx = getattr(self, "_ctx", None)
+        if ctx is None or ctx is False:
+            return
+        if not ctx.lock.acquire(blocking=False):
+            raise CommunicatorStateError(_IN_USE)
+        try:
+            self._ctx = None
             ctx.close()
+        finally:
+            ctx.lock.release()
 
     @property
     def traces(self):
@@ -100,23 +76,30 @@ class Communicator(MPI.Intracomm):
         ``recvbuf`` from rank j. ``algorithm`` names a registered algorithm (else
         ``PAPCOLL_ALGORITHM``, else the selection policy); every rank must choose the same."""
         ctx = self._context()
-        lane = ctx.lanes.get(algorithm)
-        if lane is not None:
-            try:
-                done = lane[0](sendbuf, recvbuf)
-            except BaseException as err:   # e.g. Ctrl-C between two waits: peers mid-call
-                ctx.broken = err
-                raise
-            if done > 0:
-                return
-            if done < 0:
-                ctx.broken = lane[1].lane_failed()
-                raise ctx.broken
+        if not ctx.lock.acquire(blocking=False):
+            raise CommunicatorStateError(_IN_USE)
+        try:
+            lane = ctx.lanes.get(algorithm)
+            if lane is not None:
+                try:
+                    done = lane[0](sendbuf, recvbuf)
+                except BaseException as err:   # e.g. Ctrl-C between two waits: peers mid-call
+                    ctx.fail(err)
+                    raise
+                if done > 0:
+                    return
+                if done < 0:
+                    ctx.fail(lane[1].lane_failed(lane[2], done))
+                    raise ctx.broken
+            self._full_path(ctx, sendbuf, recvbuf, algorithm)
+        finally:
+            ctx.lock.release()
+
+    @staticmethod
+    def _full_path(ctx, sendbuf, recvbuf, algorithm):
         send, recv = parse_alltoall(sendbuf, recvbuf, ctx.size)
         name = algorithm or ctx.forced or policy.choose(ctx, recv.block)
         lookup(name)   # an unknown name is an error even where nothing needs moving
-        if recv.block == 0:
-            return     # MPI moves nothing and synchronises nothing for empty blocks either
         if ctx.size == 1:
             if send is not None:
                 recv.data[:] = send.data
@@ -124,21 +107,17 @@ class Communicator(MPI.Intracomm):
         ctx.calls += 1
         ctx.trace.begin(name, ctx.calls)
         try:
-            algo = ctx.algorithm(name)     # set-up is collective: a failure leaves peers waiting
-        except (PapcollTimeoutError, TransportError) as err:
-            ctx.broken = err
-            raise
-        try:
+            algo = ctx.algorithm(name)     # set-up is collective (and bounded)
             algo.alltoall(send, recv)
         except BaseException as err:       # peers may still write into our memory or wait for
-            ctx.broken = err               # ours: never reuse this Communicator
+            ctx.fail(err)                  # ours: never reuse this Communicator
             raise
         ctx.trace.end()
         # The same algorithm= and the same buffer shape take the same route: the lane's. A call
         # that arms none leaves the last one, whose shape still routes there.
-        fast = algo.lane(algorithm, sendbuf, recvbuf, recv)
-        if fast is not None:
-            ctx.lanes[algorithm] = (fast, algo)
+        lane = algo.lane(algorithm, sendbuf, recvbuf, recv)
+        if lane is not None:
+            ctx.lanes[algorithm] = (lane.run, algo, lane)
 
     def _context(self):
         ctx = getattr(self, "_ctx", False)
@@ -184,12 +163,7 @@ def _keyval():
 
 
 def _close_all(*_):
-    if MPI.Is_finalized():
-        return
-    for serial in sorted(_open):
-        comm = _open[serial]()
-        if comm is not None:
-            comm.close()
+    context.close_all()
 
 
 def _at_finalize():

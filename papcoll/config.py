@@ -1,15 +1,29 @@
-"""Settings read from the environment, in one place (names are PAPCOLL_*)."""
+"""Settings read from the environment, in one place (names are PAPCOLL_*).
+
+Each is checked against its allowed range here; a bad value is a :class:`ConfigError` naming
+the variable, its value and the range, never a failure somewhere later.
+"""
 import json
+import math
 import os
 
-from .errors import PapcollError
+from .errors import ConfigError
 
 DEFAULT_TIMEOUT = 60.0
+MAX_TIMEOUT = 1e6                 # seconds (11.6 days): beyond it a wait is a hang by another name
+MAX_COPY_THRESHOLD = 64 << 20     # bytes: an inbox holds 2 banks of N slots of this size
+MAX_THROTTLE = 1024
 
 
 def _env(name):
     value = os.environ.get(name, "").strip()
     return value or None
+
+
+def _integer(name, raw, low, high):
+    if not raw.isdigit() or not low <= int(raw) <= high:
+        raise ConfigError(f"{name}={raw!r}: must be an integer from {low} to {high}")
+    return int(raw)
 
 
 def timeout():
@@ -20,45 +34,60 @@ def timeout():
     try:
         value = float(raw)
     except ValueError:
-        value = -1.0
-    if not value > 0:
-        raise PapcollError(f"PAPCOLL_TIMEOUT must be a positive number of seconds, not {raw!r}")
+        value = math.nan
+    if not 0 < value <= MAX_TIMEOUT:      # also refuses nan and inf
+        raise ConfigError(f"PAPCOLL_TIMEOUT={raw!r}: must be a number of seconds > 0 and "
+                          f"<= {MAX_TIMEOUT:g}")
     return value
 
 
 def node_size():
     """PAPCOLL_NODE_SIZE: emulate nodes of k consecutive ranks (None: real nodes)."""
     raw = _env("PAPCOLL_NODE_SIZE")
-    if raw is None:
-        return None
-    if not raw.isdigit() or int(raw) < 1:
-        raise PapcollError(f"PAPCOLL_NODE_SIZE must be a positive integer, not {raw!r}")
-    return int(raw)
+    return None if raw is None else _integer("PAPCOLL_NODE_SIZE", raw, 1, 2 ** 31 - 1)
 
 
 def copy_threshold():
     """PAPCOLL_COPY_THRESHOLD: largest block (bytes) pap_direct copies through the inbox."""
     raw = _env("PAPCOLL_COPY_THRESHOLD")
-    if raw is None:
-        return None
-    if not raw.isdigit():
-        raise PapcollError(f"PAPCOLL_COPY_THRESHOLD must be a number of bytes, not {raw!r}")
-    return int(raw)
+    return None if raw is None else _integer("PAPCOLL_COPY_THRESHOLD", raw, 0, MAX_COPY_THRESHOLD)
 
 
 def algorithm():
-    """PAPCOLL_ALGORITHM: force one registered algorithm (None: the selection policy)."""
+    """PAPCOLL_ALGORITHM: force one registered algorithm, or ``auto`` (None: the policy).
+    The name is checked against the registry where it is used."""
     return _env("PAPCOLL_ALGORITHM")
 
 
 def transport():
-    """PAPCOLL_TRANSPORT: force one inter-node transport (None: best available)."""
+    """PAPCOLL_TRANSPORT: force one inter-node transport (None: best available); the name is
+    checked against the transports where it is used."""
     return _env("PAPCOLL_TRANSPORT")
 
 
 def trace():
     """PAPCOLL_TRACE=1 records, per call, the order in which peers were served."""
-    return _env("PAPCOLL_TRACE") not in (None, "0")
+    raw = _env("PAPCOLL_TRACE")
+    if raw not in (None, "0", "1"):
+        raise ConfigError(f"PAPCOLL_TRACE={raw!r}: must be 0 or 1")
+    return raw == "1"
+
+
+def ib_device():
+    """PAPCOLL_IB_DEVICE: the RDMA device's name (None: the first with an ACTIVE port)."""
+    return _env("PAPCOLL_IB_DEVICE")
+
+
+def ib_port():
+    """PAPCOLL_IB_PORT: the device's port (None: its first ACTIVE port)."""
+    raw = _env("PAPCOLL_IB_PORT")
+    return None if raw is None else _integer("PAPCOLL_IB_PORT", raw, 1, 255)
+
+
+def ib_gid_index():
+    """PAPCOLL_IB_GID_INDEX: the GID table entry (None: the RoCE v2 GID of an IPv4 address)."""
+    raw = _env("PAPCOLL_IB_GID_INDEX")
+    return None if raw is None else _integer("PAPCOLL_IB_GID_INDEX", raw, 0, 65535)
 
 
 def cma_throttle():
@@ -71,9 +100,9 @@ def cma_throttle():
         with open(path) as f:
             k = json.load(f)["throttle"]
     except (OSError, ValueError, KeyError, TypeError) as err:
-        raise PapcollError(f"PAPCOLL_CMA_MODEL={path!r}: not a papcoll.bench cma-model result "
-                           f"({err})") from None
-    if not isinstance(k, int) or k < 1:
-        raise PapcollError(f"PAPCOLL_CMA_MODEL={path!r}: throttle must be a positive integer, "
-                           f"not {k!r}")
+        raise ConfigError(f"PAPCOLL_CMA_MODEL={path!r}: not a papcoll.bench cma-model result "
+                          f"({err})") from None
+    if not isinstance(k, int) or not 1 <= k <= MAX_THROTTLE:
+        raise ConfigError(f"PAPCOLL_CMA_MODEL={path!r}: throttle must be an integer from 1 to "
+                          f"{MAX_THROTTLE}, not {k!r}")
     return k

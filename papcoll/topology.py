@@ -1,15 +1,19 @@
-"""Who shares a node with whom: node, local and masters' communicators and rank maps.
+"""Who shares a node with whom: nodes, local ranks, masters.
 
 Nodes come from ``comm.Split_type(MPI.COMM_TYPE_SHARED)``; ``PAPCOLL_NODE_SIZE=k`` instead groups
 consecutive ranks into emulated nodes of k (the last one may be smaller), so one machine can run
-the multi-node algorithms. The master of a node is its local rank 0.
+the multi-node algorithms. The master of a node is its lowest rank (local rank 0).
+
+Discovery is collective and bounded (rendezvous.py): one meeting, then the one blocking MPI call
+it needs (``Split_type``), then a second meeting that carries what every rank found. No
+communicator outlives it: the processes of a node meet over papcoll's private communicator.
 """
 import os
 from dataclasses import dataclass
 
 from mpi4py import MPI
 
-from . import config
+from . import config, rendezvous
 
 
 @dataclass
@@ -18,47 +22,56 @@ class Topology:
     size: int
     node_of: list        # node index of every rank
     nodes: list          # ranks of every node, ascending
-    local: MPI.Intracomm     # the processes of my node
-    masters: MPI.Intracomm   # local rank 0 of every node; MPI.COMM_NULL elsewhere
     emulated: bool
-    crowded: bool            # my machine runs more of these processes than they have cores
+    crowded: bool        # my machine runs more of these processes than they have cores
 
     @property
     def node(self):
         return self.node_of[self.rank]
 
     @property
+    def local(self):
+        """The ranks of my node, ascending: local rank i is ``local[i]``."""
+        return self.nodes[self.node]
+
+    @property
+    def masters(self):
+        """The master (lowest rank) of every node."""
+        return [ranks[0] for ranks in self.nodes]
+
+    @property
     def ppn(self):
         """Processes per node: the largest node's size (nodes may differ)."""
         return max(len(n) for n in self.nodes)
 
-    def free(self):
-        for comm in (self.local, self.masters):
-            if comm != MPI.COMM_NULL:
-                comm.Free()
-        self.local = self.masters = MPI.COMM_NULL
 
-
-def discover(comm, node_size=None):
-    """Collective over ``comm``: build its Topology (``node_size`` overrides PAPCOLL_NODE_SIZE)."""
+def discover(comm, deadline, node_size=None):
+    """Collective over ``comm``, bounded by ``deadline``: its Topology (``node_size`` overrides
+    PAPCOLL_NODE_SIZE)."""
     node_size = node_size or config.node_size()
     rank, size = comm.Get_rank(), comm.Get_size()
-    machine = comm.Split_type(MPI.COMM_TYPE_SHARED, rank)
-    local = comm.Split(rank // node_size, rank) if node_size else machine
-    leader = comm.allgather(local.allreduce(rank, op=MPI.MIN))
-    node_ids = sorted(set(leader))
-    node_of = [node_ids.index(leader[r]) for r in range(size)]
-    nodes = [[r for r in range(size) if node_of[r] == n] for n in range(len(node_ids))]
-    masters = comm.Split(0 if local.Get_rank() == 0 else MPI.UNDEFINED, rank)
-    many = crowded(machine)
-    if machine is not local:
+    rendezvous.agree(comm, "topology", deadline)
+    machine = comm.Split_type(MPI.COMM_TYPE_SHARED, rank)     # everyone is here: see rendezvous
+    try:
+        mates = _ranks_in(machine, comm)
+    finally:
         machine.Free()
-    return Topology(rank, size, node_of, nodes, local, masters, emulated=bool(node_size),
-                    crowded=many)
+    found = rendezvous.exchange(comm, "topology found", (mates, sorted(os.sched_getaffinity(0))),
+                                deadline)
+    leaders = [min(found[r][0]) if node_size is None else r // node_size for r in range(size)]
+    node_ids = sorted(set(leaders))
+    node_of = [node_ids.index(leader) for leader in leaders]
+    nodes = [[r for r in range(size) if node_of[r] == n] for n in range(len(node_ids))]
+    cpus = set().union(*(found[r][1] for r in mates))
+    return Topology(rank, size, node_of, nodes, emulated=node_size is not None,
+                    crowded=len(mates) > len(cpus))
 
 
-def crowded(machine):
-    """Collective over ``machine`` (the processes of one real node, also when nodes are
-    emulated): whether they outnumber the CPUs they may run on, together."""
-    cpus = set().union(*machine.allgather(os.sched_getaffinity(0)))
-    return machine.Get_size() > len(cpus)
+def _ranks_in(sub, comm):
+    """The ranks in ``comm`` of the processes of ``sub`` (a communicator of some of them)."""
+    mine, theirs = sub.Get_group(), comm.Get_group()
+    try:
+        return MPI.Group.Translate_ranks(mine, None, theirs)
+    finally:
+        mine.Free()
+        theirs.Free()

@@ -1,4 +1,4 @@
-"""CMA inside a node (papcoll.transport.cma): the status line, the permission check and its
+"""CMA inside a node (papcoll.node.cma): the status line, the permission check and its
 fallback, and the one-to-all / all-to-one primitives with their throttled variants."""
 import errno
 import json
@@ -9,8 +9,16 @@ from mpi4py import MPI
 
 from papcoll import native
 from papcoll.errors import PapcollError, TransportError
-from papcoll.transport import cma
-from papcoll.transport.cma import CmaNode, cma_status
+from papcoll.node import cma
+from papcoll.node.board import NodeBoard
+from papcoll.node.cma import CmaNode, cma_status
+from papcoll.progress import Deadline
+
+
+def cma_node(comm=MPI.COMM_SELF, timeout=5):
+    """A CmaNode over a node board of its own (papcoll makes them per Communicator)."""
+    deadline = Deadline(timeout)
+    return CmaNode(NodeBoard(comm, range(comm.Get_size()), deadline), comm, deadline, timeout)
 
 
 def refuse(*args, **kwargs):
@@ -36,7 +44,7 @@ def test_status_when_the_opt_in_fails(monkeypatch):
 
 
 def test_one_process_node_runs_every_primitive():
-    node = CmaNode(MPI.COMM_SELF, timeout=5)
+    node = cma_node()
     assert node.available
     data = np.arange(10, dtype=np.uint8)
     out = np.zeros(10, np.uint8)
@@ -50,24 +58,24 @@ def test_one_process_node_runs_every_primitive():
 
 
 def test_the_measured_throttle_factor_is_the_default(tmp_path, monkeypatch):
-    assert CmaNode(MPI.COMM_SELF, timeout=5).throttle == cma.THROTTLE
+    assert cma_node().throttle == cma.THROTTLE
     model = tmp_path / "cma-model.json"
     model.write_text(json.dumps({"benchmark": "papcoll CMA cost model", "throttle": 2}))
     monkeypatch.setenv("PAPCOLL_CMA_MODEL", str(model))
-    node = CmaNode(MPI.COMM_SELF, timeout=5)
+    node = cma_node()
     assert node.throttle == 2
     node.close()
     model.write_text(json.dumps({"throttle": 0}))
-    with pytest.raises(PapcollError, match="PAPCOLL_CMA_MODEL.*positive integer"):
-        CmaNode(MPI.COMM_SELF, timeout=5)
+    with pytest.raises(PapcollError, match="PAPCOLL_CMA_MODEL.*integer from 1 to"):
+        cma_node()
     monkeypatch.setenv("PAPCOLL_CMA_MODEL", str(tmp_path / "missing.json"))
     with pytest.raises(PapcollError, match="not a papcoll.bench cma-model result"):
-        CmaNode(MPI.COMM_SELF, timeout=5)
+        cma_node()
 
 
 def test_unavailable_node_refuses_to_run(monkeypatch):
     monkeypatch.setattr(native, "allow_ptrace_any", refuse)
-    node = CmaNode(MPI.COMM_SELF, timeout=5)
+    node = cma_node()
     assert not node.available and "Operation not permitted" in node.reason
     with pytest.raises(TransportError, match="CMA is unavailable"):
         node.gather_read(0, np.zeros(1, np.uint8), np.zeros(1, np.uint8))

@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from papcoll.transport import shm
+from papcoll.node import segment as shm
 
 TIMEOUT = 5
 

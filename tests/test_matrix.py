@@ -2,7 +2,7 @@
 import pytest
 
 import papcoll
-from papcoll.transport.cma import cma_status
+from papcoll.node.cma import cma_status
 
 
 def cma_available():

@@ -24,8 +24,15 @@ def flags_of(n, stride=64):
 
 
 def publish(posts, i, address):
-    """Word 1 of post i: the buffer address its flag announces."""
-    ctypes.c_uint64.from_address(posts.address + i * posts.stride + 8).value = address
+    """Word PC_POST_ADDR of post i: the buffer address its flag announces."""
+    ctypes.c_uint64.from_address(posts.address + i * posts.stride + 8 * native.POST_ADDR).value \
+        = address
+
+
+def sign(posts, i, epoch, sig):
+    """The signature word of post i for epoch."""
+    ctypes.c_uint64.from_address(posts.address + i * posts.stride
+                                 + 8 * (native.POST_SIG + epoch % 2)).value = sig
 
 
 def forked(child):
@@ -42,7 +49,8 @@ def segment_loops(n, me, slot=8, region_stride=None, batch=None):
     """SegmentLoops over n flags and n regions of two banks of n slots, in shared memory."""
     stride = region_stride or 2 * n * slot
     regions = shared(n * stride)
-    return native.SegmentLoops(flags_of(n), me, regions, stride, slot, batch), regions
+    return native.SegmentLoops(flags_of(n), me, regions, stride, slot, ctypes.c_uint64(0),
+                               batch), regions
 
 
 def slot_of(regions, n, slot, owner, bank, peer):
@@ -58,7 +66,7 @@ def test_exchange_posts_then_serves_in_arrival_order_from_start():
     for i in (4, 1, 2):                                         # peers' epoch-7 posts (bank 1)
         slot_of(regions, n, slot, i, 1, 0)[:length] = 10 * i
         loops.flags.store(i, 7)
-    served = loops.exchange(src, dst, 4, length, 7, 2, 0)
+    served = loops.exchange(src, dst, 4, length, 7, 0, 2, 0)
     assert loops.flags.load(0) == 7                             # posted, then served
     for q in range(1, n):                                       # my own block is not posted
         assert (slot_of(regions, n, slot, 0, 1, q)[:length] == src[4 * q:4 * q + length]).all()
@@ -66,10 +74,10 @@ def test_exchange_posts_then_serves_in_arrival_order_from_start():
     assert served.tolist() == [2, 4, 0, 1] and loops.left == 1 and loops.missing() == [3]
     assert (dst[4:7] == 10).all() and (dst[:3] == src[:3]).all() and (dst[12:16] == 0).all()
     loops.flags.store(3, 6)                                     # an older epoch is no arrival
-    assert len(loops.exchange(src, dst, 4, length, 7, 3, 0.01)) == 0
+    assert len(loops.exchange(src, dst, 4, length, 7, 0, 3, 0.01)) == 0
     slot_of(regions, n, slot, 3, 1, 0)[:length] = 30
     loops.flags.store(3, 7)
-    assert loops.exchange(src, dst, 4, length, 7, 3, 0).tolist() == [3]   # resumed: no re-post
+    assert loops.exchange(src, dst, 4, length, 7, 0, 3, 0).tolist() == [3]   # resumed: no re-post
     assert loops.left == 0 and (dst[12:15] == 30).all()
 
 
@@ -78,9 +86,9 @@ def test_batch_one_serves_one_per_call():
     for i in (0, 2):
         loops.flags.store(i, 1)
     src, dst = np.arange(6, dtype=np.uint8), np.zeros(6, np.uint8)
-    assert loops.exchange(src, dst, 2, 2, 1, 1, 0).tolist() == [1]
-    assert loops.exchange(src, dst, 2, 2, 1, 2, 0).tolist() == [2]
-    assert loops.exchange(src, dst, 2, 2, 1, 0, 0).tolist() == [0]
+    assert loops.exchange(src, dst, 2, 2, 1, 0, 1, 0).tolist() == [1]
+    assert loops.exchange(src, dst, 2, 2, 1, 0, 2, 0).tolist() == [2]
+    assert loops.exchange(src, dst, 2, 2, 1, 0, 0, 0).tolist() == [0]
     assert loops.left == 0
 
 
@@ -97,7 +105,7 @@ def test_exchange_waits_for_a_late_process():
     dst = np.zeros(2 * 8, np.uint8)
     t0 = time.monotonic()
     # Scanning from 1: my own block (0) at once, then 1 once it posts, in one call.
-    assert loops.exchange(np.ones(16, np.uint8), dst, 8, 8, 3, 1, 5.0).tolist() == [0, 1]
+    assert loops.exchange(np.ones(16, np.uint8), dst, 8, 8, 3, 0, 1, 5.0).tolist() == [0, 1]
     assert time.monotonic() - t0 >= 0.04 and (dst[8:] == 9).all() and (dst[:8] == 1).all()
     os.waitpid(pid, 0)
 
@@ -105,11 +113,11 @@ def test_exchange_waits_for_a_late_process():
 def test_lane_arms_only_for_whole_blocks():
     loops, _ = segment_loops(2, 0, slot=4096)
     lane = native.Lane(loops)
-    assert lane.arm(2 * 4097, 1, 1.0, "B", 1)                   # larger than a slot: in pieces
-    assert not lane.arm(7, 1, 1.0, "B", 1)                      # not a whole block per peer
-    assert not lane.arm(0, 1, 1.0, "B", 1)
-    assert not lane.arm(64, 1, 1.0, "T{i:a:}" * 4, 4)           # format too long to keep
-    assert lane.arm(64, 1, 1.0, datatype=object())              # [buf, datatype] specs
+    assert lane.arm(2 * 4097, 0, 1, 1.0, "B", 1)                # larger than a slot: in pieces
+    assert not lane.arm(7, 0, 1, 1.0, "B", 1)                   # not a whole block per peer
+    assert not lane.arm(0, 0, 1, 1.0, "B", 1)
+    assert not lane.arm(64, 0, 1, 1.0, "T{i:a:}" * 4, 4)        # format too long to keep
+    assert lane.arm(64, 0, 1, 1.0, datatype=object())           # [buf, datatype] specs
     assert lane.run(np.zeros(64, np.uint8), np.zeros(64, np.uint8)) == 0   # disarmed: declined
     with pytest.raises(ValueError, match="every arrived peer"):
         native.Lane(segment_loops(2, 0, batch=1)[0])            # tracing serves one per call
@@ -123,9 +131,9 @@ def test_lane_runs_whole_calls_in_pieces_between_processes():
     results = shared(n * block)
 
     def process(me):
-        loops = native.SegmentLoops(flags, me, regions, 2 * n * slot, slot)
+        loops = native.SegmentLoops(flags, me, regions, 2 * n * slot, slot, ctypes.c_uint64(0))
         lane = native.Lane(loops)
-        assert lane.arm(n * block, (me + 1) % n, 5.0, "B", 1)
+        assert lane.arm(n * block, 0x0700 + block, (me + 1) % n, 5.0, "B", 1)
         recv = np.zeros(n * block, np.uint8)
         for call in range(1, 4):
             send = np.array([[50 * call + 10 * me + peer] * block for peer in range(n)],
@@ -134,7 +142,7 @@ def test_lane_runs_whole_calls_in_pieces_between_processes():
             want = np.array([[50 * call + 10 * src + me] * block for src in range(n)], np.uint8)
             assert (recv == want.ravel()).all(), (me, call, recv)
             assert lane.run(send[:-1], recv[:-1]) == 0          # another shape: declined
-        assert loops._epoch.value == 9                           # 3 calls x 3 pieces
+        assert loops.epoch.value == 9                            # 3 calls x 3 pieces
         return recv
 
     pid = forked(lambda: results.__setitem__(slice(None), process(1)))
@@ -149,7 +157,7 @@ def test_lane_runs_whole_calls_in_pieces_between_processes():
 def test_lane_gives_up_at_its_timeout():
     loops, _ = segment_loops(2, 0, slot=8)
     lane = native.Lane(loops)
-    assert lane.arm(16, 1, 0.05, "B", 1)
+    assert lane.arm(16, 0, 1, 0.05, "B", 1)
     t0 = time.monotonic()
     assert lane.run(np.ones(16, np.uint8), np.zeros(16, np.uint8)) == -errno.ETIMEDOUT
     assert 0.04 <= time.monotonic() - t0 < 2 and loops.missing() == [1]
@@ -159,15 +167,15 @@ def test_argument_errors():
     loops, regions = segment_loops(2, 0, slot=4)
     buf = np.zeros(8, np.uint8)
     with pytest.raises(IndexError):
-        loops.exchange(buf, buf.copy(), 4, 4, 1, 2, 0)
+        loops.exchange(buf, buf.copy(), 4, 4, 1, 0, 2, 0)
     with pytest.raises(ValueError, match="do not fit"):
-        loops.exchange(buf, buf.copy(), 4, 5, 1, 0, 0)          # longer than a block and a slot
+        loops.exchange(buf, buf.copy(), 4, 5, 1, 0, 0, 0)       # longer than a block and a slot
     ro = buf.copy()
     ro.flags.writeable = False
     with pytest.raises(ValueError, match="writable"):
-        loops.exchange(buf, ro, 4, 4, 1, 0, 0)
+        loops.exchange(buf, ro, 4, 4, 1, 0, 0, 0)
     with pytest.raises(ValueError, match="regions"):
-        native.SegmentLoops(flags_of(2), 0, regions[:60], 32, 4)
+        native.SegmentLoops(flags_of(2), 0, regions[:60], 32, 4, ctypes.c_uint64(0))
     with pytest.raises(ValueError):
         native.PeerLoops(loops.flags, batch=3)
     with pytest.raises(TypeError):
@@ -178,7 +186,7 @@ def test_cma_collect_reads_published_buffers_and_acknowledges():
     """Peer 1 is a forked process that publishes a private buffer; peer 0 is this process
     (pid 0: a memcpy). Reads land in arrival order and each is acknowledged."""
     native.allow_ptrace_any()
-    posts = flags_of(2)                                 # word 0 epoch, word 1 address
+    posts = flags_of(2)                                 # word 0 epoch, PC_POST_ADDR address
     acks = flags_of(2)
     mine = np.arange(32, dtype=np.uint8)
     gate = shared(8)
@@ -199,7 +207,7 @@ def test_cma_collect_reads_published_buffers_and_acknowledges():
         dst = np.zeros(2 * 16, np.uint8)
         loops = native.PeerLoops(posts)
         loops.expect([0, 1])
-        served = loops.cma_collect(4, 1, pids, 16, dst, 16, 16, acks, 5.0)
+        served = loops.cma_collect(4, 0, 1, pids, 16, dst, 16, 16, acks, 5.0)
         assert served.tolist() == [1, 0]
         assert (dst[:16] == mine[16:]).all() and (dst[16:] == np.arange(116, 132)).all()
         assert acks.load(0) == 4 and acks.load(1) == 4
@@ -219,7 +227,7 @@ def test_cma_collect_failure_names_the_process():
     loops = native.PeerLoops(posts)
     loops.expect([0])
     with pytest.raises(TransportError, match=f"pid {gone}") as err:
-        loops.cma_collect(1, 0, np.array([gone], np.int32), 0, np.zeros(8, np.uint8), 8, 8,
+        loops.cma_collect(1, 0, 0, np.array([gone], np.int32), 0, np.zeros(8, np.uint8), 8, 8,
                           acks, 1.0)
     assert err.value.errno == errno.ESRCH
     assert loops.missing() == [0] and acks.load(0) == 0

@@ -1,4 +1,4 @@
-"""The node segment (papcoll.transport.shm): permissions, layout, and that nothing is ever
+"""The node segment (papcoll.node.segment): permissions, layout, and that nothing is ever
 left in /dev/shm -- after close, after a crash, with one process or several."""
 import os
 import re
@@ -10,8 +10,9 @@ import pytest
 from mpi4py import MPI
 
 from papcoll.bench import leftovers as mpich
-from papcoll.transport import shm
-from papcoll.transport.shm import LINE, PAGE, SHM_DIR, Segment
+from papcoll.node import segment as shm
+from papcoll.node.segment import LINE, PAGE, SHM_DIR, Segment
+from papcoll.progress import Deadline
 
 
 def leftovers(pids):
@@ -38,7 +39,7 @@ def spy_unlink(monkeypatch):
 def test_created_owner_only_and_unlinked_once_attached(spy_unlink):
     old = os.umask(0)           # a permissive umask must not widen the mode
     try:
-        seg = Segment(MPI.COMM_SELF, 100, 5000)
+        seg = Segment(MPI.COMM_SELF, 100, 5000, Deadline(5))
     finally:
         os.umask(old)
     (name, mode, size), = spy_unlink
@@ -53,7 +54,7 @@ def test_created_owner_only_and_unlinked_once_attached(spy_unlink):
 
 
 def test_layout_is_page_aligned_and_words_stride_over_control_pages():
-    seg = Segment(MPI.COMM_SELF, 3 * LINE, 10)
+    seg = Segment(MPI.COMM_SELF, 3 * LINE, 10, Deadline(5))
     assert seg.control_stride == PAGE and seg.region_stride == PAGE
     assert seg.data_offset % PAGE == 0
     assert seg.array.ctypes.data % PAGE == 0
@@ -72,7 +73,7 @@ def test_layout_is_page_aligned_and_words_stride_over_control_pages():
 
 
 def test_close_with_live_views_defers_the_unmap():
-    seg = Segment(MPI.COMM_SELF, 8, PAGE)
+    seg = Segment(MPI.COMM_SELF, 8, PAGE, Deadline(5))
     view = seg.region(0)
     view[:] = 1
     seg.close()                    # the view keeps the mapping: no crash, no error
@@ -83,14 +84,14 @@ def test_close_with_live_views_defers_the_unmap():
 def test_creation_failure_is_a_transport_error(monkeypatch):
     monkeypatch.setattr(shm, "SHM_DIR", "/nonexistent-papcoll-dir")
     with pytest.raises(shm.TransportError, match="cannot create a node segment"):
-        Segment(MPI.COMM_SELF, 8, 8)
+        Segment(MPI.COMM_SELF, 8, 8, Deadline(5))
 
 
 def test_nothing_left_after_a_killed_process():
     """A process killed with its segment mapped leaves nothing behind."""
     code = ("import os, signal, sys; from mpi4py import MPI; "
-            "from papcoll.transport.shm import Segment; "
-            "seg = Segment(MPI.COMM_SELF, 64, 1 << 16); seg.region(0)[:] = 1; "
+            "from papcoll.node.segment import Segment; from papcoll.progress import Deadline; "
+            "seg = Segment(MPI.COMM_SELF, 64, 1 << 16, Deadline(5)); seg.region(0)[:] = 1; "
             "print(os.getpid(), flush=True); os.kill(os.getpid(), signal.SIGKILL)")
     before = mpich.snapshot()
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

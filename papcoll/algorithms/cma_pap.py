@@ -1,14 +1,15 @@
 """``cma_pap``: PAP-aware alltoall inside a node with single-copy CMA reads (large blocks).
 
-A call (segment layout and set-up in transport/cma.py):
+A call, on the node board (node/board.py; the CMA check and PIDs in node/cma.py):
 
-1. **post**: publish my send buffer's address, then raise my POST flag to the epoch: my
-   arrival signal.
+1. **post**: publish my send buffer's address and my call's signature, then raise my flag to
+   the epoch: my arrival signal.
 2. **collect**: read my block out of every process's send buffer with process_vm_readv as
    soon as its flag shows the epoch, in arrival order from my successor (when all are there,
    step i reads from rank + i while rank - i reads from me: one reader per process, no
    page-table lock contention); after each read, raise my ACKS entry for that process. One
-   native call.
+   native call. A process whose signature differs from mine is never read: its buffer may be
+   shorter than the blocks I expect, and reading past it would disclose its memory.
 3. **release**: wait until every peer's ACKS entry for me shows the epoch. Only then may I
    return: the user may change the send buffer as soon as I do.
 
@@ -19,69 +20,51 @@ send blocks to a private buffer (kept between calls) and publish that instead.
 Step 3 also makes a second epoch safe: nobody can still be reading my buffer of epoch e once I
 publish the one of epoch e + 1, so one address per process is enough.
 """
-import weakref
-
 import numpy as np
 
 from .. import native
-from ..transport.cma import CmaNode
 from .intranode import IntraNodeAlgorithm, spans_nodes
 from .registry import register
-
-# Context -> its CmaNode. The policy asks unsupported() on every call, so the answer (and the
-# node, which the algorithm then uses) stays here for the Context's life.
-_nodes = weakref.WeakKeyDictionary()
-
-
-def _node(ctx):
-    """The Context's CmaNode, set up (collectively, with its CMA check) on first use."""
-    node = _nodes.get(ctx)
-    if node is None:
-        topo = ctx.topology
-        node = _nodes[ctx] = CmaNode(topo.local, ctx.timeout, topo.nodes[topo.node])
-    return node
 
 
 @register("cma_pap", "PAP-aware intra-node alltoall, single-copy CMA reads (large)")
 class CmaPap(IntraNodeAlgorithm):
     @classmethod
     def unsupported(cls, ctx):
-        """Collective on first call for a communicator (the CMA check); cached after."""
         reason = spans_nodes(ctx)
-        if reason is None and not _node(ctx).available:
-            reason = f"CMA: unavailable: {_node(ctx).reason}"
+        if reason is None and ctx.cma is not None and not ctx.cma.available:
+            reason = f"CMA: unavailable: {ctx.cma.reason}"
         return reason
 
     def __init__(self, ctx):
         super().__init__(ctx)
-        self.node = _node(ctx)
-        self.loops = native.PeerLoops(self.node.posts, batch=1 if self.tracing else None)
-        self.pids = self.node.pids.copy()
+        board = self.board
+        self.loops = native.PeerLoops(board.posts, batch=1 if self.tracing else None)
+        self.pids = ctx.cma.pids.copy()
         self.pids[self.me] = 0                        # my own block: a memcpy
-        self.releases = native.PeerLoops(self.node.acks_for_me)
+        self.releases = native.PeerLoops(board.acks_for_me)
         self.everyone = np.ones(self.n, np.uint8)
         self.others = self.everyone.copy()
         self.others[self.me] = 0
         self.spare = np.empty(0, np.uint8)           # the private send copy for IN_PLACE
-        self.epoch = 0
 
     def alltoall(self, send, recv):
         self.start_call()
-        self.epoch += 1
-        epoch = self.epoch
-        block, node = recv.block, self.node
+        board = self.board
+        epoch = board.next_epoch()
+        block, sig = recv.block, self.signature(recv.block)
         if send is None:
             source = self.private_copy(recv.data)
             self.loops.expect(self.others)           # my own block is already in place
         else:
             source = send.data
             self.loops.expect(self.everyone)
-        node.post(source, epoch)
+        board.post(epoch, sig, native.buffer_address(source) if source.nbytes else 0)
         if self.tracing:
             self.trace_each("sent", range(self.n))
         self.serve(self.loops, lambda start, timeout: self.loops.cma_collect(
-            epoch, start, self.pids, self.me * block, recv.data, block, block, node.my_acks,
-            timeout), "waiting for peers' buffers")
+            epoch, sig, start, self.pids, self.me * block, recv.data, block, block,
+            board.my_acks, timeout), "waiting for peers' buffers")
         self.releases.expect(self.others)
         self.wait_all(self.releases, epoch, "waiting for peers to read my buffer")
 
@@ -92,6 +75,5 @@ class CmaPap(IntraNodeAlgorithm):
         np.copyto(spare, data)
         return spare
 
-    def close(self):
+    def close(self, collective=True):
         self.loops = self.releases = None
-        self.node.close()

@@ -11,7 +11,7 @@ from .registry import register
 @register("direct", "Direct: step i writes to rank+i once that peer advertised (not PAP-aware)")
 class Direct(OneSidedAlgorithm):
     def alltoall(self, send, recv):
-        self.begin()
+        self.begin(recv.block)
         send = self.private_send(send, recv)
         self.advertise(recv)
         self.copy_own(send, recv, self.ctx.rank)

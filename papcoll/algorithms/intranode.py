@@ -1,17 +1,18 @@
-"""What the intra-node algorithms (shm_pap, cma_pap) share: the single-node check, the
-backoff setting, and the wait that serves peers in arrival order through one native loop
-call.
+"""What the intra-node algorithms (shm_pap, cma_pap) share: the single-node check, the node
+board (node/board.py: posts, signatures, epochs, who gave up) and the wait that serves peers
+in arrival order through one native loop call.
 
-Each instance counts its own calls (epochs from 1) and owns its own segment, so the flags of
-different algorithms never mix; every call is a full exchange, so no process is ever more
-than one epoch ahead of a peer. Peers are local ranks; errors name the user's ranks.
-Traces record "sent" for every peer when my blocks become readable by all (the post: nothing
-is sent to anyone in particular) and "received" for each peer as its block is copied in.
+Every call is a full exchange on the board, so no process is ever more than one epoch ahead
+of a peer. Peers are local ranks; errors name the user's ranks. A peer whose post carries
+another signature (another size, another algorithm) is never read: the call raises
+MismatchError. Traces record "sent" for every peer when my blocks become readable by all (the
+post: nothing is sent to anyone in particular) and "received" for each peer as its block is
+copied in.
 """
 import time
 
-from .. import native
-from ..errors import PapcollTimeoutError
+from ..errors import PapcollTimeoutError, TransportError
+from ..native import SignatureMismatch
 from ..progress import Deadline
 from ..trace import NoTrace
 from .registry import Algorithm
@@ -35,14 +36,10 @@ class IntraNodeAlgorithm(Algorithm):
 
     def __init__(self, ctx):
         super().__init__(ctx)
-        topo = ctx.topology
-        self.local = topo.local
-        self.n, self.me = self.local.Get_size(), self.local.Get_rank()
-        self.ranks = topo.nodes[topo.node]          # local rank -> rank in the communicator
+        self.board = ctx.node
+        self.n, self.me, self.ranks = self.board.n, self.board.me, self.board.ranks
         self.start = (self.me + 1) % self.n          # contention-free: successors first
         self.tracing = not isinstance(ctx.trace, NoTrace)
-        # Where processes outnumber cores a waiting peer is likely waiting for our core.
-        native.set_spin(0 if topo.crowded else native.SPIN)
 
     def start_call(self):
         """A call begins: its deadline (the Communicator opens its trace record)."""
@@ -51,10 +48,20 @@ class IntraNodeAlgorithm(Algorithm):
     def serve(self, loops, collect, what, posts=False):
         """Call ``collect(start, timeout)`` (a native loop over ``loops``) until it has served
         every pending peer; each served peer's block has arrived. ``posts``: the first call also
-        posts my blocks (traced as "sent" then). Raises at the deadline."""
+        posts my blocks (traced as "sent" then). Raises at the deadline, or when a peer's call
+        differs."""
         start = self.start
         while True:
-            served = collect(start, self.left())
+            try:
+                served = collect(start, self.left())
+            except SignatureMismatch as err:
+                raise self.mismatch(self.ranks[err.peer], err.theirs, err.mine) from None
+            except TransportError as err:
+                peer = getattr(err, "peer", None)
+                if peer is None:
+                    raise
+                raise TransportError(err.errno, f"{self.name}: rank {self.ranks[peer]}: "
+                                                f"{err}") from None
             if posts and self.tracing:
                 self.trace_each("sent", range(self.n))
             posts = False
@@ -78,8 +85,12 @@ class IntraNodeAlgorithm(Algorithm):
         return min(max(self.deadline.end - time.monotonic(), 0.0), SLICE)
 
     def timeout(self, what, peers):
-        return PapcollTimeoutError(f"{self.name} {what}", [self.ranks[q] for q in peers],
-                                   self.ctx.timeout)
+        """The timeout error for the local ranks ``peers``: those that gave up on the
+        Communicator themselves are not the ones missing."""
+        gave_up = self.board.gave_up(peers)
+        missing = [q for q in peers if q not in gave_up]
+        return PapcollTimeoutError(f"{self.name} {what}", self.board.user_ranks(missing),
+                                   self.ctx.timeout, self.board.user_ranks(gave_up))
 
     def trace_each(self, what, peers):
         for q in peers:

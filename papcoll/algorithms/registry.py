@@ -1,18 +1,26 @@
-"""The algorithm registry: ``{name: class}``, each class carrying a one-line description."""
-from ..errors import AlgorithmError
+"""The algorithm registry: ``{name: class}``, each class carrying a one-line description and the
+signature codes of its schemes (signature.py): what its arrival signals say it is, so that a
+rank can tell that a peer's call is not its own."""
+from .. import signature
+from ..errors import AlgorithmError, MismatchError
 
 REGISTRY = {}
+_SCHEMES = {0: ("a CMA primitive", "")}     # signature code -> (algorithm, scheme); 0: node/cma.py
 
 
 class Algorithm:
     """One alltoall algorithm, bound to one Communicator.
 
     A Communicator builds an algorithm the first time it is chosen, in a call that every rank
-    makes (construction may be collective), and closes it with the Communicator.
-    ``unsupported(ctx)`` returns why it cannot run there, or None.
+    makes (construction may be collective, and is bounded), and closes it with the
+    Communicator. ``unsupported(ctx)`` returns why it cannot run there, or None; it is asked
+    on every call the policy considers, so it must be cheap and never collective.
+    ``schemes`` names the ways one instance may move a call; each gets a signature code.
     """
     name = "?"
     description = "?"
+    schemes = ("",)
+    codes = {}
 
     def __init__(self, ctx):
         self.ctx = ctx
@@ -22,18 +30,35 @@ class Algorithm:
         return None
 
     def alltoall(self, send, recv):
-        """Exchange blocks: ``send`` and ``recv`` are parsed Messages; ``send`` is None for IN_PLACE."""
+        """Exchange blocks: ``send`` and ``recv`` are parsed Messages; ``send`` is None for
+        IN_PLACE. Blocks may be empty: every rank still takes part (a call of 0 bytes on one
+        rank against 16 on another must be seen)."""
         raise NotImplementedError
 
     def lane(self, key, sendbuf, recvbuf, recv):
         """After a call with these buffers (as the user passed them; ``recv`` parsed) and
-        ``algorithm=key`` ran here: a callable ``fast(sendbuf, recvbuf)`` that may run the
-        next such calls of the same shape -- returning 1 when it did, 0 to decline, < 0 when
-        ``lane_failed()`` names the error -- or None (the default: every call takes the full
-        path)."""
+        ``algorithm=key`` ran here: a lane whose ``run(sendbuf, recvbuf)`` may run the next
+        such calls of the same shape -- returning 1 when it did, 0 to decline, rc < 0 when
+        ``lane_failed(lane, rc)`` names the error -- or None (the default: every call takes
+        the full path)."""
 
-    def close(self):
-        """Free what the algorithm set up; collective; safe to call twice."""
+    def signature(self, block, scheme=""):
+        """The signature of my call with ``block`` bytes per peer."""
+        return signature.make(self.codes[scheme], block)
+
+    def mismatch(self, rank, theirs, mine):
+        """The MismatchError for user rank ``rank``, whose call's signature ``theirs`` differs
+        from ``mine``."""
+        me = self.ctx.rank
+        return MismatchError(
+            f"calls disagree: rank {rank} called {describe(theirs)}, rank {me} called "
+            f"{describe(mine)}; every rank must pass the same block size and choose the same "
+            f"algorithm", [rank])
+
+    def close(self, collective=True):
+        """Free what the algorithm set up; safe to call twice. ``collective``: every rank is
+        closing too (the Communicator met them first), so collective frees may run; otherwise
+        release only what is local."""
 
 
 def register(name, description):
@@ -42,6 +67,13 @@ def register(name, description):
         if name in REGISTRY:
             raise ValueError(f"algorithm {name!r} is registered twice")
         cls.name, cls.description = name, description
+        cls.codes = {}
+        for scheme in cls.schemes:
+            code = len(_SCHEMES)
+            if code > 255:
+                raise ValueError(f"no signature code left for algorithm {name!r}")
+            cls.codes[scheme] = code
+            _SCHEMES[code] = (name, scheme)
         REGISTRY[name] = cls
         return cls
     return add
@@ -53,3 +85,11 @@ def lookup(name):
     except KeyError:
         raise AlgorithmError(
             f"unknown algorithm {name!r}; registered: {', '.join(sorted(REGISTRY))}") from None
+
+
+def describe(sig):
+    """A signature in words: 'shm_pap with 16 bytes per peer'."""
+    code = signature.code_of(sig)
+    name, scheme = _SCHEMES.get(code, (f"an algorithm of unknown code {code}", ""))
+    how = f" ({scheme})" if scheme else ""
+    return f"{name}{how} with {signature.block_of(sig)} bytes per peer"

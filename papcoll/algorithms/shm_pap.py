@@ -1,24 +1,29 @@
-"""``shm_pap``: PAP-aware alltoall inside a node, copy-based through the node segment (calls
+"""``shm_pap``: PAP-aware alltoall inside a node, copy-based through the node board (calls
 up to a few MiB per process; see policy.py).
 
-Segment (transport/shm.py): per process one flag (its control page) and a data region of
-two banks x n slots; slot [bank][q] of process p holds p's block for q. A call:
+Board (node/board.py): per process a post (flag, signatures) and a data region of two banks
+x n slots; slot [bank][q] of process p holds p's block for q. A call:
 
-1. **post**: copy my blocks for the others into bank ``epoch % 2`` of my region, then raise my
-   flag to the epoch (release). That is my arrival signal; no message is sent.
+1. **post**: copy my blocks for the others into bank ``epoch % 2`` of my region, store my
+   call's signature, then raise my flag to the epoch (release). That is my arrival signal; no
+   message is sent.
 2. **collect**: copy my block out of every other process's region as soon as its flag shows
-   the epoch, in arrival order, starting at my successor; my own block goes straight from the
-   send to the receive buffer. Both steps are one native call.
+   the epoch -- and its signature is mine --, in arrival order, starting at my successor; my
+   own block goes straight from the send to the receive buffer. Both steps are one native
+   call.
 
 Why two banks and no acknowledgement: I overwrite bank b again only in epoch e + 2. To finish
-epoch e + 1 I must have copied q's block of epoch e + 1, which q posts only after it has
-finished epoch e -- including its copy out of my bank b. So when I start e + 2 nobody still
-reads my epoch-e bank; meanwhile e + 1 goes to the other bank. The flag only grows, so a flag
->= e (q may already be in e + 1) still means q's bank ``e % 2`` holds epoch e.
+epoch e + 1 I must have copied q's block of epoch e + 1 (every exchange on the board is full),
+which q posts only after it has finished epoch e -- including its copy out of my bank b. So
+when I start e + 2 nobody still reads my epoch-e bank; meanwhile e + 1 goes to the other bank.
+The flag only grows, so a flag >= e (q may already be in e + 1) still means q's bank
+``e % 2`` holds epoch e. The signature words are banked the same way, by the same argument.
 
 MPI.IN_PLACE needs no copy: all my blocks are posted before any incoming block overwrites them.
 Blocks larger than a slot go in slot-sized pieces, each piece one epoch, the same protocol:
-the slots stay in cache, which is why two copies beat CMA's one up to a few MiB.
+the slots stay in cache, which is why two copies beat CMA's one up to a few MiB. Every piece
+carries the signature of the whole call, so calls that disagree on the size are caught at the
+first piece; a call of empty blocks is one piece of none (its peers still see it).
 
 The lane: once a call with plain buffers has gone through papcoll's full checks, calls of the
 same shape (format, item size, length) skip Python altogether (native/papcoll_lane.c): for
@@ -27,12 +32,8 @@ small blocks the Python steps around the exchange cost more than the exchange.
 from mpi4py import MPI
 
 from .. import native
-from ..transport.shm import PAGE, Segment
 from .intranode import IntraNodeAlgorithm
 from .registry import register
-
-SLOT_MAX = 64 << 10          # bytes; blocks above go in pieces
-REGION_BUDGET = 4 << 20      # bytes of data region per process: two banks of n slots
 
 
 def lane_shape(sendbuf, recvbuf, recv):
@@ -61,31 +62,25 @@ def lane_shape(sendbuf, recvbuf, recv):
     return shape
 
 
-def slot_bytes(n):
-    """Slot size for n processes: SLOT_MAX while two banks of n slots fit REGION_BUDGET."""
-    return max(PAGE, min(SLOT_MAX, REGION_BUDGET // (2 * n) // PAGE * PAGE))
-
-
 @register("shm_pap", "PAP-aware intra-node alltoall copying through a shared segment "
                      "(up to a few MiB)")
 class ShmPap(IntraNodeAlgorithm):
     def __init__(self, ctx):
         super().__init__(ctx)
-        n, slot = self.n, slot_bytes(self.n)
-        self.slot = slot
-        self.segment = Segment(self.local, 8, 2 * n * slot)
-        self.loops = native.SegmentLoops(
-            native.Flags(self.segment.words(0)), self.me, self.segment.regions,
-            self.segment.region_stride, slot, batch=1 if self.tracing else None)
+        board = self.board
+        self.slot = board.slot
+        self.loops = native.SegmentLoops(board.posts, self.me, board.segment.regions,
+                                         board.segment.region_stride, board.slot, board.epoch,
+                                         batch=1 if self.tracing else None)
         self.lanes = {}                          # algorithm= value -> native.Lane
 
     def alltoall(self, send, recv):
         self.start_call()
         source = recv.data if send is None else send.data
-        block = recv.block
-        for offset in range(0, block, self.slot):
+        block, sig = recv.block, self.signature(recv.block)
+        for offset in range(0, max(block, 1), self.slot):
             self.exchange(source[offset:], recv.data[offset:], block,
-                          min(self.slot, block - offset))
+                          min(self.slot, block - offset), sig)
 
     def lane(self, key, sendbuf, recvbuf, recv):
         if self.tracing:
@@ -94,26 +89,29 @@ class ShmPap(IntraNodeAlgorithm):
         if shape is None:
             return None
         lane = self.lanes.get(key) or self.lanes.setdefault(key, native.Lane(self.loops))
-        if not lane.arm(recv.data.nbytes, self.start, self.ctx.timeout, **shape):
+        if not lane.arm(recv.data.nbytes, self.signature(recv.block), self.start,
+                        self.ctx.timeout, **shape):
             return None
-        return lane.run
+        return lane
 
-    def lane_failed(self):
+    def lane_failed(self, lane, rc):
+        if rc == native.EPROTO:
+            err = lane.mismatch()
+            return self.mismatch(self.ranks[err.peer], err.theirs, err.mine)
         return self.timeout("waiting for peers' posts", self.loops.missing())
 
-    def exchange(self, source, dest, block, length):
+    def exchange(self, source, dest, block, length, sig):
         """One epoch: post ``length`` bytes of each block of ``source`` (blocks ``block`` bytes
         apart), then collect as many into ``dest`` as peers post theirs: one native call does
         both (more only to wait past a slice, or when tracing serves one peer per call)."""
         loops = self.loops
-        epoch = loops.next_epoch()                # the counter the lanes share
+        epoch = loops.next_epoch()                # the board's counter, the lanes' too
         self.serve(loops, lambda start, timeout: loops.exchange(
-            source, dest, block, length, epoch, start, timeout), "waiting for peers' posts",
+            source, dest, block, length, epoch, sig, start, timeout), "waiting for peers' posts",
             posts=True)
 
-    def close(self):
+    def close(self, collective=True):
         for lane in self.lanes.values():
             lane.disarm()
         self.lanes.clear()
         self.loops = None
-        self.segment.close()

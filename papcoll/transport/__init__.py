@@ -4,7 +4,7 @@ implementations: verbs.py (RDMA verbs through pyverbs) and mpi_rma.py (MPI-3 RMA
 from functools import lru_cache
 
 from .. import config
-from ..errors import TransportError
+from ..errors import ConfigError, TransportError
 from .mpi_rma import MpiRmaTransport
 from .verbs import VerbsTransport, find_device
 
@@ -27,8 +27,8 @@ def choose():
     if name is None:
         return "verbs" if _verbs_usable() else "mpi-rma"
     if name not in TRANSPORTS:
-        raise TransportError(
-            f"PAPCOLL_TRANSPORT={name!r} is unknown; transports: {', '.join(TRANSPORTS)}")
+        raise ConfigError(
+            f"PAPCOLL_TRANSPORT={name!r}: unknown; transports: {', '.join(TRANSPORTS)}")
     if name == "verbs":
         find_device()      # raises, naming what is missing
     return name
@@ -38,7 +38,7 @@ def status():
     """One line per transport: whether it can be used here and which one is chosen."""
     try:
         chosen = choose()
-    except TransportError as err:
+    except (TransportError, ConfigError) as err:
         chosen = f"none ({err})"
     lines = [f"{name}: {cls.availability()}" for name, cls in TRANSPORTS.items()]
     return lines + [f"chosen: {chosen}"]
@@ -48,6 +48,7 @@ def transport_class():
     return TRANSPORTS[choose()]
 
 
-def open_transport(comm, slot):
-    """Collective: set up the chosen transport over ``comm`` with inbox slots of ``slot`` bytes."""
-    return transport_class()(comm, slot)
+def open_transport(comm, slot, deadline):
+    """Collective, bounded by ``deadline``: set up the chosen transport over ``comm`` with inbox
+    slots of ``slot`` bytes."""
+    return transport_class()(comm, slot, deadline)

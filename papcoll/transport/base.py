@@ -1,21 +1,57 @@
 """The one-sided transport interface every point-to-point algorithm is written against.
 
-Set-up is collective and gives every process memory that all peers can write into:
+Set-up is collective and bounded (rendezvous.py) and gives every process memory that all
+peers can write into:
 
-* **notice boards**: one 64-bit word per (kind, peer), written only by that peer; a peer raises
-  it to the epoch of the call it is in. Kinds: ``ADVERT`` (my receive buffer is exposed; its
-  descriptor is in my ADVERTS record at you), ``DATA`` (my block for you has landed).
-* **ADVERTS**: one record of ``DESCRIPTOR_BYTES`` per peer, written only by that peer.
+* **notice boards**: for each kind of notice (``ADVERT``: my receive buffer is exposed and my
+  advert record at you describes it; ``DATA``: my block for you has landed), two banks of one
+  64-bit word per peer, written only by that peer. A notice is a **notice word**: the notice's
+  sequence number (the k-th notice of its kind from that peer; low ``SEQ_BITS`` bits), the
+  signature code of the sender's call, and the length of the data written with it (low 32
+  bits), in the bank ``seq % 2``. Sequence numbers of a kind grow by one per call that sends
+  one, and no process is more than one call ahead of another, so two banks keep the word of
+  call k readable while call k + 1's lands, and the sequence number tells a current word
+  from a stale one.
+* **ADVERTS**: one record of ``ADVERT_BYTES`` per peer, written only by that peer: where its
+  exposed receive buffer is (``DESCRIPTOR``: address, bytes, rkey), which call it is for, and
+  that call's full signature.
 * **INBOX**: 2 banks x ``size`` slots of ``slot`` bytes; slot [bank][q] written only by peer q
-  (copy-based scheme: the bank is the epoch's parity, see algorithms/pap_direct.py).
+  (copy-based scheme: the bank is the call's parity, see algorithms/pap_direct.py).
 
-``put(..., notice=(kind, epoch))`` makes the notice visible only after the data: a reader that
-sees the epoch on the board may read the data. No other ordering is promised.
+``put(..., notice=(kind, seq, code))`` makes the notice visible only after the data: a reader
+that finds the sequence number it expects in a notice word may read the data, and checks the
+code and length against its own call before it does. No other ordering is promised.
+Progress is explicit: ``poll()`` brings the boards up to date (it reaps completions, drives MPI
+progress); the boards are live arrays the algorithms read between polls.
 """
+import struct
+
 ADVERT, DATA = 0, 1
 KINDS = 2
 ADVERTS, INBOX = "adverts", "inbox"
-DESCRIPTOR_BYTES = 16
+SEQ_BITS = 23                     # what fits beside a kind bit and a code in a 32-bit immediate
+SEQ_MASK = (1 << SEQ_BITS) - 1
+DESCRIPTOR = struct.Struct("<QQI4x")          # exposed buffer: address, bytes, rkey
+ADVERT_RECORD = struct.Struct("<QQI4xQQ")     # descriptor, then the call's epoch and signature
+ADVERT_BYTES = ADVERT_RECORD.size
+
+
+def notice_word(seq, code, length):
+    """The notice word of the ``seq``-th notice of a kind, from a call of signature code
+    ``code``, carrying ``length`` bytes of data."""
+    return ((seq & SEQ_MASK) << 40) | (code << 32) | (length & 0xFFFFFFFF)
+
+
+def seq_of(word):
+    return (word >> 40) & SEQ_MASK
+
+
+def code_of(word):
+    return (word >> 32) & 0xFF
+
+
+def length_of(word):
+    return word & 0xFFFFFFFF
 
 
 class Transport:
@@ -28,38 +64,44 @@ class Transport:
         """A one-line description of whether this transport can be used here, and on what."""
         raise NotImplementedError
 
-    def __init__(self, comm, slot):
+    def __init__(self, comm, slot, deadline):
         self.comm = comm
         self.rank, self.size = comm.Get_rank(), comm.Get_size()
         self.slot = slot
+
+    def board(self, kind, bank):
+        """My notice words of ``kind`` in ``bank``: a live uint64 array, entry q = q's last
+        notice word there (up to date as of the last ``poll``)."""
+        raise NotImplementedError
 
     def inbox_slot(self, bank, peer):
         """My inbox slot written by ``peer`` in ``bank`` (a uint8 array)."""
         raise NotImplementedError
 
     def advert(self, peer):
-        """The descriptor bytes ``peer`` last wrote into my ADVERTS record."""
+        """The advert record ``peer`` last wrote into my ADVERTS (``ADVERT_BYTES`` bytes)."""
         raise NotImplementedError
 
     def expose(self, array):
         """Make ``array`` (uint8, my receive buffer) writable by peers; return its descriptor
-        (``DESCRIPTOR_BYTES`` bytes). Registrations are cached; see regcache.py."""
+        (``DESCRIPTOR``). Registrations never keep the array alive (regcache.py)."""
         raise NotImplementedError
 
     def put(self, peer, dest, offset, data, notice=None):
         """Write ``data`` at ``offset`` of ``dest`` at ``peer``: ``ADVERTS``, ``INBOX`` or a
-        descriptor ``peer`` exposed. Then, if given, raise my ``notice=(kind, epoch)`` word there."""
+        descriptor ``peer`` exposed (a put past its end raises ValueError, never writes).
+        Then, if given, ``notice=(kind, seq, code)`` lands there as a notice word."""
         raise NotImplementedError
 
-    def notices(self, kind):
-        """My board for ``kind``: an int64 array, entry q = the last epoch peer q signalled.
-        Also drives whatever progress remote writes into my memory need. The array is live:
-        later calls (of any kind) update it in place, so callers poll it without asking again."""
+    def poll(self):
+        """Bring the boards up to date: whatever progress remote writes into my memory need."""
         raise NotImplementedError
 
     def complete(self):
-        """Wait until my puts are done with their source buffers (they may be reused)."""
+        """Wait until my puts are done with their source buffers (they may be reused); drop the
+        registrations made for this call only."""
         raise NotImplementedError
 
-    def close(self):
+    def close(self, collective=True):
+        """Free everything; ``collective``: every rank is closing (collective frees may run)."""
         raise NotImplementedError

@@ -1,18 +1,24 @@
 """``mpi-rma``: the one-sided interface on MPI-3 RMA, available wherever MPI is.
 
 Boards, adverts and inbox live in one window from ``MPI.Win.Allocate`` (shared memory within a
-node for most MPIs); exposed receive buffers are attached to a dynamic window, their descriptor
-being their absolute address. Both windows stay in a passive-target epoch (``Lock_all``) for the
-transport's life; ``Flush`` completes a put at its target, which orders data before notices.
-A target that only polls its own memory must still drive MPI progress (puts to dynamic windows
-are completed by the target's progress engine), so ``notices`` calls ``Iprobe`` and ``Win_sync``.
-"""
-import struct
+node for most MPIs); exposed receive buffers are attached to a dynamic window by address (so
+MPI holds no reference to them), their descriptor being that address. Both windows stay in a
+passive-target epoch (``Lock_all``) for the transport's life; ``Flush`` completes a put at its
+target, which orders data before notices. A target that only polls its own memory must still
+drive MPI progress (puts to dynamic windows are completed by the target's progress engine), so
+``poll`` calls ``Iprobe``, a local flush (MPICH serves RMA active messages only in RMA
+synchronisation calls) and ``Win_sync``.
 
+Creating and freeing windows are blocking collectives: set-up meets every rank first, and a
+close that is not collective (a broken Communicator) detaches the user's buffers -- a late
+peer's put can no longer land in them -- and leaves the windows to MPI until MPI_Finalize.
+"""
 import numpy as np
 from mpi4py import MPI
 
-from .base import ADVERTS, DESCRIPTOR_BYTES, INBOX, KINDS, Transport
+from .. import rendezvous
+from ..errors import TransportError
+from .base import ADVERT_BYTES, ADVERTS, DESCRIPTOR, INBOX, KINDS, Transport, notice_word
 from .regcache import RegistrationCache
 
 
@@ -27,42 +33,47 @@ class MpiRmaTransport(Transport):
     def availability(cls):
         return "available (MPI-3 RMA: shared-memory windows in a node, the MPI's fabric between)"
 
-    def __init__(self, comm, slot):
-        super().__init__(comm, slot)
+    def __init__(self, comm, slot, deadline):
+        super().__init__(comm, slot, deadline)
         n = self.size
-        self._board_bytes = KINDS * n * 8
+        self._board_bytes = KINDS * 2 * n * 8
         self._adverts_at = self._board_bytes
-        self._inbox_at = self._adverts_at + n * DESCRIPTOR_BYTES
-        total = self._inbox_at + 2 * n * slot
-        self.win = MPI.Win.Allocate(total, 1, comm=comm)
+        self._inbox_at = self._adverts_at + n * ADVERT_BYTES
+        self._open = False
+        rendezvous.agree(comm, "mpi-rma windows", deadline)
+        self.win = MPI.Win.Allocate(self._inbox_at + 2 * n * slot, 1, comm=comm)
+        self.dyn = MPI.Win.Create_dynamic(comm=comm)
         self.mem = np.frombuffer(self.win.tomemory(), np.uint8)
         self.mem[:] = 0
-        self.board = self.mem[:self._board_bytes].view(np.int64).reshape(KINDS, n)
-        self.dyn = MPI.Win.Create_dynamic(comm=comm)
+        self._boards = self.mem[:self._board_bytes].view(np.uint64).reshape(KINDS, 2, n)
         self.cache = RegistrationCache(self._attach, self._detach)
-        self._notice = np.zeros(1, np.int64)      # source of notice puts, kept until complete()
-        comm.Barrier()                            # boards are zero everywhere before anyone puts
+        self._notice = np.zeros(1, np.uint64)     # source of notice puts, kept until complete()
         self.win.Lock_all(MPI.MODE_NOCHECK)
         self.dyn.Lock_all(MPI.MODE_NOCHECK)
         self._open = True
+        rendezvous.agree(comm, "mpi-rma boards zeroed", deadline)   # before anyone puts
+
+    def board(self, kind, bank):
+        return self._boards[kind, bank]
 
     def inbox_slot(self, bank, peer):
         at = self._inbox_at + (bank * self.size + peer) * self.slot
         return self.mem[at:at + self.slot]
 
     def advert(self, peer):
-        at = self._adverts_at + peer * DESCRIPTOR_BYTES
-        return self.mem[at:at + DESCRIPTOR_BYTES].tobytes()
+        at = self._adverts_at + peer * ADVERT_BYTES
+        return self.mem[at:at + ADVERT_BYTES].tobytes()
 
     def expose(self, array):
         return self.cache.get(array)
 
     def _attach(self, array):
-        self.dyn.Attach(array)
-        return struct.pack("<QQ", MPI.Get_address(array), array.nbytes)
+        address = MPI.Get_address(array)
+        self.dyn.Attach(MPI.buffer.fromaddress(address, array.nbytes))   # no reference kept
+        return DESCRIPTOR.pack(address, array.nbytes, 0)
 
     def _detach(self, descriptor):
-        address, nbytes = struct.unpack("<QQ", descriptor)
+        address, nbytes, _ = DESCRIPTOR.unpack(descriptor)
         self.dyn.Detach(MPI.buffer.fromaddress(address, nbytes))
 
     def put(self, peer, dest, offset, data, notice=None):
@@ -72,38 +83,43 @@ class MpiRmaTransport(Transport):
         elif dest is INBOX:
             self.win.Put(spec, peer, [self._inbox_at + offset, data.nbytes, MPI.BYTE])
         else:
-            address, nbytes = struct.unpack("<QQ", dest)
+            address, nbytes, _ = DESCRIPTOR.unpack(dest)
             if offset + data.nbytes > nbytes:
-                raise ValueError(f"put of {data.nbytes} bytes at {offset} overruns rank {peer}'s "
-                                 f"exposed buffer of {nbytes} bytes")
+                raise TransportError(f"put of {data.nbytes} bytes at {offset} overruns rank "
+                                     f"{peer}'s exposed buffer of {nbytes} bytes")
             self.dyn.Put(spec, peer, [address + offset, data.nbytes, MPI.BYTE])
             if notice is not None:
                 self.dyn.Flush(peer)
         if notice is not None:
-            kind, epoch = notice
+            kind, seq, code = notice
             self.win.Flush(peer)                  # the data is at the target before its notice
-            self._notice[0] = epoch
-            self.win.Put([self._notice, 1, MPI.INT64_T], peer,
-                         [(kind * self.size + self.rank) * 8, 1, MPI.INT64_T])
+            self._notice[0] = notice_word(seq, code, data.nbytes)
+            word = ((kind * 2 + seq % 2) * self.size + self.rank) * 8
+            self.win.Put([self._notice, 1, MPI.UINT64_T], peer, [word, 1, MPI.UINT64_T])
             self.win.Flush_local(peer)            # _notice is reused by the next put
 
-    def notices(self, kind):
+    def poll(self):
         self.comm.Iprobe(MPI.ANY_SOURCE, MPI.ANY_TAG)
+        # MPICH serves incoming RMA active messages (puts into a dynamic window) during the
+        # target's own RMA synchronisation calls, not during Iprobe: without a flush here a
+        # target that only waits starves the writer in its Win_flush, forever.
+        self.dyn.Flush_local_all()
         self.win.Sync()
         self.dyn.Sync()
-        return self.board[kind]
 
     def complete(self):
         self.win.Flush_local_all()
         self.dyn.Flush_local_all()
+        self.cache.end_call()
 
-    def close(self):
+    def close(self, collective=True):
         if not self._open:
             return
         self._open = False
-        self.win.Unlock_all()
-        self.dyn.Unlock_all()
-        self.cache.clear()
-        self.board = self.mem = None
-        self.dyn.Free()
-        self.win.Free()
+        self.cache.clear()                        # local: no late put lands in a user buffer
+        self._boards = self.mem = None
+        if collective:
+            self.win.Unlock_all()
+            self.dyn.Unlock_all()
+            self.dyn.Free()
+            self.win.Free()

@@ -1,32 +1,34 @@
 """``verbs``: the one-sided interface on RDMA verbs through pyverbs (InfiniBand, RoCE, SoftRoCE).
 
 One reliable-connected QP per peer. Every put is an RDMA WRITE; a put with a notice is a single
-RDMA WRITE_WITH_IMM whose immediate carries (kind, epoch): its receive completion is generated
-only after the data is placed, so the notice can never overtake its data. The notice boards are
-therefore plain local memory, updated from the receive CQ, and never remotely writable. What
-peers may write (remote write access) is exactly the adverts + inbox region and the exposed
-receive buffers; nothing is remotely readable. Send sources are registered for local access
-through a second registration cache (or sent inline when small).
+RDMA WRITE_WITH_IMM whose immediate carries the notice's kind, signature code and sequence
+number, while the receive completion's byte count is the length written: the completion is
+generated only after the data is placed, so the notice can never overtake its data. The notice
+boards are therefore plain local memory, updated from the receive CQ, and never remotely
+writable. What peers may write (remote write access) is exactly the adverts + inbox region and
+the exposed receive buffers; nothing is remotely readable. Send sources are registered for
+local access through a second registration cache (or sent inline when small). Set-up meets
+every rank (rendezvous.py) before it connects and once connected; every resource is local, so
+closing never waits for anyone.
 
 Device choice: ``PAPCOLL_IB_DEVICE`` (else the first device with an ACTIVE port),
 ``PAPCOLL_IB_PORT`` (else its first ACTIVE port), ``PAPCOLL_IB_GID_INDEX`` (else the RoCE v2
 GID of an IPv4 address, else index 0).
 """
 import mmap
-import os
 import random
-import struct
 
 import numpy as np
 
-from .. import config
-from ..errors import TransportError
+from .. import config, rendezvous
+from ..errors import PapcollTimeoutError, TransportError
 from ..progress import Backoff, Deadline
-from .base import ADVERTS, DESCRIPTOR_BYTES, INBOX, KINDS, Transport
+from .base import (ADVERT_BYTES, ADVERTS, DESCRIPTOR, INBOX, KINDS, SEQ_BITS, SEQ_MASK,
+                   Transport, notice_word)
 from .regcache import RegistrationCache, owner
 
-_EPOCH_BITS = 30            # the immediate: kind in the top 2 bits, the epoch's low 30 bits
-_EPOCH_MASK = (1 << _EPOCH_BITS) - 1
+_CODE_SHIFT = SEQ_BITS      # the immediate: kind (1 bit), signature code (8), sequence number
+_KIND_SHIFT = SEQ_BITS + 8
 _RECVS_PER_PEER = 16        # a peer has at most a few notices in flight to me (one epoch ahead)
 _SENDS_PER_PEER = 64
 _INLINE = 64                # bytes written inline (no registration of the source needed)
@@ -50,21 +52,27 @@ def find_device():
         names = [d.name.decode() for d in device.get_device_list()]
     except device.PyverbsError as err:      # no kernel RDMA support at all
         raise TransportError(f"no RDMA device found ({err})") from None
-    wanted = os.environ.get("PAPCOLL_IB_DEVICE")
+    wanted = config.ib_device()
     if wanted and wanted not in names:
         raise TransportError(f"PAPCOLL_IB_DEVICE={wanted!r} not found; RDMA devices: {names or 'none'}")
     if not names:
         raise TransportError("no RDMA device found (ibv_get_device_list is empty)")
-    port_env, gid_env = os.environ.get("PAPCOLL_IB_PORT"), os.environ.get("PAPCOLL_IB_GID_INDEX")
+    port_set, gid_set = config.ib_port(), config.ib_gid_index()
     for name in [wanted] if wanted else names:
         with device.Context(name=name) as ctx:
             nports = ctx.query_device().phys_port_cnt
-            ports = [int(port_env)] if port_env else range(1, nports + 1)
-            for port in ports:
+            if port_set is not None and port_set > nports:
+                raise TransportError(f"PAPCOLL_IB_PORT={port_set}: device {name} has {nports} "
+                                     f"port(s)")
+            for port in [port_set] if port_set else range(1, nports + 1):
                 attr = ctx.query_port(port)
                 if attr.state != e.IBV_PORT_ACTIVE:
                     continue
-                gid = int(gid_env) if gid_env else _roce_v2_ipv4_gid(ctx, port, attr.gid_tbl_len, e)
+                if gid_set is not None and gid_set >= attr.gid_tbl_len:
+                    raise TransportError(f"PAPCOLL_IB_GID_INDEX={gid_set}: port {port} of {name}"
+                                         f" has {attr.gid_tbl_len} GIDs")
+                gid = gid_set if gid_set is not None else _roce_v2_ipv4_gid(
+                    ctx, port, attr.gid_tbl_len, e)
                 return name, port, gid
     raise TransportError(f"no ACTIVE port on RDMA device(s) {[wanted] if wanted else names}")
 
@@ -96,25 +104,33 @@ class VerbsTransport(Transport):
             return f"unavailable: {err}"
         return f"available: device {name} port {port} GID index {gid}"
 
-    def __init__(self, comm, slot):
-        super().__init__(comm, slot)
+    def __init__(self, comm, slot, deadline):
+        super().__init__(comm, slot, deadline)
+        self.timeout = deadline.timeout
         self._closed = True
         local = _Local(comm, slot)          # every rank tries, and all agree before connecting
-        failures = [f"rank {r}: {err}" for r, err in enumerate(comm.allgather(local.error)) if err]
-        if failures:
+        L = local
+        try:
+            mine = None if local.error else (
+                L.gid_bytes, L.lid, L.fixed_addr, L.fixed_mr.rkey,
+                {peer: (qp.qp_num, L.psns[peer]) for peer, qp in L.qps.items()})
+            info = rendezvous.exchange(comm, "verbs set-up", (local.error, mine), deadline)
+            failures = [f"rank {r}: {info[r][0]}" for r in sorted(info) if info[r][0]]
+            if failures:
+                raise TransportError("verbs transport unavailable: " + "; ".join(failures))
+            self._local = local
+            self._connect({r: info[r][1] for r in info})
+            rendezvous.agree(comm, "verbs connected", deadline)  # every QP ready before writes
+        except BaseException:
             local.close()
-            raise TransportError("verbs transport unavailable: " + "; ".join(failures))
-        self._local = local
+            raise
         self._closed = False
-        self._connect()
 
     # -- set-up ---------------------------------------------------------------------------------
 
-    def _connect(self):
+    def _connect(self, info):
         L, e, n = self._local, self._local.e, self.size
-        mine = {peer: (L.qps[peer].qp_num, L.psns[peer]) for peer in L.qps}
-        info = self.comm.allgather((L.gid_bytes, L.lid, L.fixed_addr, L.fixed_mr.rkey, mine))
-        self._remote_fixed = [(addr, rkey) for _, _, addr, rkey, _ in info]
+        self._remote_fixed = {r: (addr, rkey) for r, (_, _, addr, rkey, _) in info.items()}
         self._peer_of_qpn = {}
         for peer, qp in L.qps.items():
             gid_bytes, lid, _, _, theirs = info[peer]
@@ -133,19 +149,21 @@ class VerbsTransport(Transport):
             for _ in range(_RECVS_PER_PEER):
                 qp.post_recv(L.receive(peer))
             self._peer_of_qpn[qp.qp_num] = peer
-        self.board = np.zeros((KINDS, n), np.int64)
+        self._boards = np.zeros((KINDS, 2, n), np.uint64)
         self._sends = dict.fromkeys(L.qps, 0)     # writes posted and not yet completed, per QP
-        self.comm.Barrier()                  # every QP is ready to receive before anyone writes
 
     # -- the interface --------------------------------------------------------------------------
+
+    def board(self, kind, bank):
+        return self._boards[kind, bank]
 
     def inbox_slot(self, bank, peer):
         at = self._local.inbox_at + (bank * self.size + peer) * self.slot
         return self._local.fixed[at:at + self.slot]
 
     def advert(self, peer):
-        at = peer * DESCRIPTOR_BYTES
-        return self._local.fixed[at:at + DESCRIPTOR_BYTES].tobytes()
+        at = peer * ADVERT_BYTES
+        return self._local.fixed[at:at + ADVERT_BYTES].tobytes()
 
     def expose(self, array):
         return self._local.exposed.get(array)[0]
@@ -156,7 +174,7 @@ class VerbsTransport(Transport):
             base, rkey = self._remote_fixed[peer]
             address = base + (0 if dest is ADVERTS else L.inbox_at) + offset
         else:
-            address, rkey, nbytes = struct.unpack("<QII", dest)
+            address, nbytes, rkey = DESCRIPTOR.unpack(dest)
             if offset + data.nbytes > nbytes:
                 raise TransportError(f"put of {data.nbytes} bytes at {offset} overruns rank {peer}'s "
                                      f"exposed buffer of {nbytes} bytes")
@@ -172,38 +190,41 @@ class VerbsTransport(Transport):
             request = L.wr.SendWR(opcode=e.IBV_WR_RDMA_WRITE, num_sge=len(sges), sg=sges,
                                   send_flags=flags)
         else:
-            kind, epoch = notice
+            kind, seq, code = notice
+            imm = (kind << _KIND_SHIFT) | (code << _CODE_SHIFT) | (seq & SEQ_MASK)
             request = L.wr.SendWR(opcode=e.IBV_WR_RDMA_WRITE_WITH_IMM, num_sge=len(sges), sg=sges,
-                                  send_flags=flags, imm_data=(kind << _EPOCH_BITS) | (epoch & _EPOCH_MASK))
+                                  send_flags=flags, imm_data=imm)
         request.set_wr_rdma(rkey, address)
         while self._sends[peer] >= _SENDS_PER_PEER:      # that QP's send queue is full
             self._reap_sends()
         L.qps[peer].post_send(request)
         self._sends[peer] += 1
 
-    def notices(self, kind):
+    def poll(self):
         L = self._local
         count, completions = L.recv_cq.poll(num_entries=64)
         for wc in completions[:count]:
             self._check(wc, "receive")
             peer = self._peer_of_qpn[wc.qp_num]
-            kind_of, low = wc.imm_data >> _EPOCH_BITS, wc.imm_data & _EPOCH_MASK
-            last = int(self.board[kind_of, peer])          # epochs only grow: unwrap the low bits
-            self.board[kind_of, peer] = last + ((low - last) & _EPOCH_MASK)
+            imm = wc.imm_data
+            kind, code, seq = imm >> _KIND_SHIFT, (imm >> _CODE_SHIFT) & 0xFF, imm & SEQ_MASK
+            self._boards[kind, seq % 2, peer] = notice_word(seq, code, wc.byte_len)
             L.qps[peer].post_recv(L.receive(peer))
         self._reap_sends()
-        return self.board[kind]
 
     def complete(self):
-        deadline, backoff = Deadline(config.timeout()), Backoff()
+        deadline, backoff = Deadline(self.timeout), Backoff()
         while any(self._sends.values()):
             if not self._reap_sends():
                 if deadline.expired():
-                    raise TransportError(f"{sum(self._sends.values())} RDMA writes not completed after "
-                                         f"{deadline.timeout:g} s")
+                    raise PapcollTimeoutError(
+                        "verbs: waiting for RDMA write completions",
+                        [peer for peer, count in self._sends.items() if count], self.timeout)
                 backoff.pause()
+        self._local.exposed.end_call()
+        self._local.sources.end_call()
 
-    def close(self):
+    def close(self, collective=True):
         if self._closed:
             return
         self._closed = True
@@ -253,7 +274,7 @@ class _Local:
         self.send_cq = self._keep(self.cq_mod.CQ(self.ctx, _SENDS_PER_PEER * depth))
         self.recv_cq = self._keep(self.cq_mod.CQ(self.ctx, _RECVS_PER_PEER * depth))
         # Adverts then the 2-bank inbox, page-aligned: the only fixed remotely writable memory.
-        self.inbox_at = n * DESCRIPTOR_BYTES
+        self.inbox_at = n * ADVERT_BYTES
         self.scratch_at = self.inbox_at + 2 * n * slot
         self.mapping = mmap.mmap(-1, self.scratch_at + 8)
         self.fixed = np.frombuffer(self.mapping, np.uint8)
@@ -290,7 +311,7 @@ class _Local:
     def _expose(self, array):
         access = self.e.IBV_ACCESS_LOCAL_WRITE | self.e.IBV_ACCESS_REMOTE_WRITE
         region = self.mr.MR(self.pd, array.nbytes, access, address=array.ctypes.data)
-        return struct.pack("<QII", array.ctypes.data, region.rkey, array.nbytes), region
+        return DESCRIPTOR.pack(array.ctypes.data, array.nbytes, region.rkey), region
 
     def close(self):
         for cache in (getattr(self, "exposed", None), getattr(self, "sources", None)):

@@ -6,6 +6,7 @@ from mpi4py import MPI
 
 import papcoll
 from papcoll import api, topology
+from papcoll.progress import Deadline
 
 world = MPI.COMM_WORLD
 rank, size = world.Get_rank(), world.Get_size()
@@ -55,16 +56,17 @@ comm.Free()
 assert handle not in api._cached and cached.closed
 
 # Emulated nodes: consecutive ranks in nodes of 2 (the last may be smaller), masters = local rank 0.
-topo = topology.discover(world, node_size=2)
+private = world.Dup()
+topo = topology.discover(private, Deadline(30), node_size=2)
 assert topo.nodes == [list(range(s, min(s + 2, size))) for s in range(0, size, 2)], topo.nodes
-assert topo.node_of[rank] == rank // 2 and topo.local.Get_size() == len(topo.nodes[rank // 2])
-assert (topo.masters != MPI.COMM_NULL) == (rank % 2 == 0)
-if rank % 2 == 0:
-    assert topo.masters.Get_size() == len(topo.nodes) and topo.masters.Get_rank() == rank // 2
+assert topo.node_of[rank] == rank // 2 and topo.local == topo.nodes[rank // 2]
+assert topo.masters == list(range(0, size, 2))
 assert topo.ppn == min(2, size)
 # One real machine here, its processes free to use the same CPUs: crowded when they outnumber them.
 assert topo.crowded == (size > len(os.sched_getaffinity(0)))
-topo.free()
+# Real nodes: one machine here.
+assert topology.discover(private, Deadline(30)).nodes == [list(range(size))]
+private.Free()
 
 world.Barrier()
 if rank == 0:

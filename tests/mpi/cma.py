@@ -20,10 +20,18 @@ import papcoll
 from papcoll import native
 from papcoll.algorithms import cma_pap, policy
 from papcoll.errors import TransportError
-from papcoll.transport.cma import CmaNode
+from papcoll.node.board import NodeBoard
+from papcoll.node.cma import CmaNode
+from papcoll.progress import Deadline
 
 world = MPI.COMM_WORLD
 rank, size = world.Get_rank(), world.Get_size()
+
+
+def cma_node(timeout=30):
+    """A CmaNode over a node board of its own (papcoll makes them per Communicator)."""
+    deadline = Deadline(timeout)
+    return CmaNode(NodeBoard(world, range(size), deadline), world, deadline, timeout)
 
 
 def block(src, dst, nbytes, salt):
@@ -31,7 +39,7 @@ def block(src, dst, nbytes, salt):
 
 
 def primitives():
-    node = CmaNode(world, timeout=30)
+    node = cma_node()
     assert node.available, node.reason
     delays = random.Random(rank)
     salt = 0
@@ -62,7 +70,7 @@ def primitives():
 
 
 def throttle():
-    node = CmaNode(world, timeout=30)
+    node = cma_node()
     late, second = 1 % size, 2 % size             # root 0; readers in order 1, 2, ...
     nbytes = 1 << 16
     send = np.zeros(size * nbytes, np.uint8) if rank == 0 else None
@@ -90,7 +98,7 @@ def fallback(what):
         native.cma_read = refuse
     if what == "ptracer":
         native.allow_ptrace_any = refuse
-    node = CmaNode(world, timeout=30)
+    node = cma_node()
     reasons = world.allgather(node.reason)
     assert not node.available and len(set(reasons)) == 1, reasons
     assert "\n" not in node.reason and "Operation not permitted" in node.reason, node.reason

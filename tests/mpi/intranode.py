@@ -16,7 +16,7 @@ import numpy as np
 from mpi4py import MPI
 
 import papcoll
-from papcoll.transport import shm
+from papcoll.node import segment as shm
 
 world = MPI.COMM_WORLD
 rank, size = world.Get_rank(), world.Get_size()

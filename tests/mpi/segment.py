@@ -11,14 +11,15 @@ import sys
 
 from mpi4py import MPI
 
-from papcoll.transport import shm
+from papcoll.node import segment as shm
+from papcoll.progress import Deadline
 
 world = MPI.COMM_WORLD
 rank, size = world.Get_rank(), world.Get_size()
 print(f"PID {rank} {os.getpid()} ", flush=True)
 creator = world.bcast(os.getpid(), root=0)
 
-seg = shm.Segment(world, 2 * shm.LINE, 3 * shm.PAGE)
+seg = shm.Segment(world, 2 * shm.LINE, 3 * shm.PAGE, Deadline(30))
 world.Barrier()             # rank 0 unlinks once all have attached: by now for sure
 assert not [n for n in os.listdir(shm.SHM_DIR) if n.startswith(f"{shm.PREFIX}{creator}-")]
 seg.words(shm.LINE)[rank] = 100 + rank

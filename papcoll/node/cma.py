@@ -1,20 +1,20 @@
 """Cross Memory Attach inside a node: single-copy transfers with process_vm_readv/writev.
 
-A :class:`CmaNode` is set up once per node group (collective over its communicator): every
-process allows CMA on itself (``allow_ptrace_any``: Yama ptrace_scope 1 needs the opt-in),
-PIDs are exchanged, and a real 1-byte read of every peer at an address it published in the
-node segment proves that CMA works here. If it does not (EPERM under ptrace_scope >= 2,
-ENOSYS, a seccomp filter...), ``reason`` says why in one line and papcoll uses shared memory.
+A :class:`CmaNode` is set up once per Communicator and node, over its node board (board.py),
+in two bounded meetings of the node's processes: every process allows CMA on itself
+(``allow_ptrace_any``: Yama ptrace_scope 1 needs the opt-in) and shares its PID and the address
+of a probe byte; each reads every peer's probe for real, which proves that CMA works here; the
+second meeting says that nobody reads the probes any more and shares the verdicts. If CMA does
+not work (EPERM under ptrace_scope >= 2, ENOSYS, a seccomp filter...), ``reason`` says why in
+one line, the same on every process, and papcoll uses shared memory. The opt-in is dropped
+again (``drop_ptrace_any``) when the last CmaNode of the process closes.
 
-Buffer addresses travel per call through the segment. Each process's control page holds:
-
-* ``POST``: word 0 the epoch of the operation whose buffer I published, word 1 its address;
-* ``DONE``: the epoch of the last operation in which I finished my accesses;
-* ``ACKS + q * LINE``: the epoch in which I last finished reading or writing q's buffer.
-
-One address slot is enough because whoever publishes a buffer does not leave the operation
-before every process that accesses it has said so (DONE or ACKS): nobody can still need my
-address of operation e once I publish one for e + 1.
+Buffer addresses travel per operation in posts on the board (word ``PC_POST_ADDR``) --
+cma_pap's in the exchange posts, the primitives' in posts of their own --, acknowledgements in
+ACKS and DONE words; one address per process is enough because whoever
+publishes a buffer does not leave the operation before every process that accesses it has
+said so (DONE or ACKS): nobody can still need my address of operation e once I publish one for
+e + 1.
 
 The one-to-all and all-to-one primitives of Chakraborty et al. ("Contention-aware
 kernel-assisted MPI collectives") are methods: many readers of one process contend for its
@@ -29,20 +29,16 @@ import time
 
 import numpy as np
 
-from .. import config, native
+from .. import config, native, rendezvous, signature
 from ..errors import PapcollTimeoutError, TransportError
 from ..progress import Deadline
-from .shm import LINE, Segment
+from .board import primitive_lines, publish
 
-POST, DONE, ACKS = 0, LINE, 2 * LINE
 THROTTLE = 4      # k without a measured model (the CMA paper's best on Broadwell)
 MEASURED = "measured"   # the primitives' default k: the model's throttle, else THROTTLE
 YAMA = "/proc/sys/kernel/yama/ptrace_scope"
-
-
-def control_bytes(n):
-    """A control page's use for n processes: POST, DONE and one ACKS line per process."""
-    return ACKS + n * LINE
+PRIMITIVE = 0     # signature code of the primitives' posts (algorithms have codes >= 1)
+_opted_in = 0     # CmaNodes of this process that keep PR_SET_PTRACER_ANY (a process-wide setting)
 
 
 def turn_after(me, root, k, n):
@@ -55,59 +51,69 @@ def turn_after(me, root, k, n):
 
 
 class CmaNode:
-    """Collective over ``comm`` (processes that share a node): PIDs, the segment, the check.
-    ``available`` / ``reason`` tell whether CMA works between all of them."""
+    """Collective over the processes of ``board`` (ranks of ``comm``), bounded by ``deadline``:
+    PIDs and the check. ``available`` / ``reason`` tell whether CMA works between all of them;
+    operations give up after ``timeout`` seconds. ``close()`` is local and safe twice."""
 
-    def __init__(self, comm, timeout=60.0, ranks=None):
-        self.comm, self.timeout = comm, timeout
-        self.n, self.me = comm.Get_size(), comm.Get_rank()
-        self.ranks = list(range(self.n)) if ranks is None else list(ranks)  # for errors
+    def __init__(self, board, comm, deadline, timeout=60.0):
+        global _opted_in
+        self.board, self.timeout = board, timeout
+        self.n, self.me, self.ranks = board.n, board.me, board.ranks
         self.throttle = config.cma_throttle() or THROTTLE
-        self.pids = np.array(comm.allgather(os.getpid()), np.int32)
-        self.segment = Segment(comm, control_bytes(self.n), 0)
-        self.posts = native.Flags(self.segment.words(POST))
-        self.done = native.Flags(self.segment.words(DONE))
-        self.my_acks = native.Flags(self.segment.my_words(ACKS, self.n))  # I read/wrote q's
-        self.acks_for_me = native.Flags(self.segment.words(ACKS + self.me * LINE))
-        self.my_post = self.segment.my_words(POST, 2, 8)
+        segment = board.segment
+        at_post, at_done, self._at_acks = primitive_lines(self.n)
+        self.posts = native.Flags(segment.words(at_post))       # the primitives' own posts
+        self.done = native.Flags(segment.words(at_done))
+        self.my_acks = native.Flags(segment.my_words(self._at_acks, self.n))
+        self._mine = segment.my_words(at_post, 4, 8)
         self.loops = native.PeerLoops(self.posts)
         self.epoch = 0
-        self.reason = next(filter(None, comm.allgather(self._check())), None)
+        reason = None
+        try:
+            native.allow_ptrace_any()
+            _opted_in += 1
+            self._opted_in = True
+        except TransportError as err:
+            reason, self._opted_in = f"cannot allow CMA on this process: {err}", False
+        probe = np.array([self.me + 1], np.uint8)
+        meet = lambda what, value: rendezvous.exchange(comm, what, value, deadline, self.ranks)
+        try:
+            found = meet("CMA check", (os.getpid(), probe.ctypes.data))
+            self.pids = np.array([found[r][0] for r in self.ranks], np.int32)
+            reason = reason or self._read_probes([found[r][1] for r in self.ranks])
+            verdicts = meet("CMA checked", reason)        # nobody reads the probes any more
+        except BaseException:
+            self.close()
+            raise
+        self.reason = next((verdicts[r] for r in self.ranks if verdicts[r]), None)
 
     @property
     def available(self):
         return self.reason is None
 
-    def _check(self):
+    def _read_probes(self, probes):
         """Why CMA does not work from this process to its peers (None if it does)."""
-        try:
-            native.allow_ptrace_any()
-        except TransportError as err:
-            return f"cannot allow CMA on this process: {err}"
-        probe = np.array([self.me + 1], np.uint8)
-        self.my_post[1] = probe.ctypes.data
-        self.comm.Barrier()                     # every address is published
         got = np.zeros(1, np.uint8)
-        reason = None
         for peer in range(self.n):
             if peer == self.me:
                 continue
             try:
-                native.cma_read(int(self.pids[peer]), got, int(self.segment.words(POST + 8)[peer]))
+                native.cma_read(int(self.pids[peer]), got, probes[peer])
             except TransportError as err:
-                reason = f"process_vm_readv from local rank {peer} failed: {err}{_yama_note()}"
-                break
+                return (f"process_vm_readv from rank {self.ranks[peer]} failed: {err}"
+                        f"{_yama_note()}")
             if got[0] != peer + 1:
-                reason = f"process_vm_readv from local rank {peer} returned wrong data"
-                break
-        self.comm.Barrier()                     # nobody reads the probe any more
-        self.my_post[1] = 0
-        return reason
+                return f"process_vm_readv from rank {self.ranks[peer]} returned wrong data"
+        return None
 
     def close(self):
-        self.loops = self.posts = self.done = self.my_acks = self.acks_for_me = None
-        self.my_post = None
-        self.segment.close()
+        global _opted_in
+        if self._opted_in:
+            self._opted_in = False
+            _opted_in -= 1
+            if _opted_in == 0:
+                native.drop_ptrace_any()
+        self.loops = self.posts = self.done = self.my_acks = self._mine = None
 
     # ---- one operation -------------------------------------------------------------------
 
@@ -115,15 +121,14 @@ class CmaNode:
         """Start the next operation (every process of the node does so): its epoch."""
         if self.reason is not None:
             raise TransportError(f"CMA is unavailable here: {self.reason}")
-        self.epoch += 1
         self.deadline = Deadline(self.timeout)
+        self.epoch += 1
         return self.epoch
 
     def post(self, array, epoch):
-        """Publish the address of ``array`` for operation ``epoch`` (address first, then the
-        flag with release ordering)."""
-        self.my_post[1] = native.buffer_address(array) if array.nbytes else 0
-        self.posts.store(self.me, epoch)
+        """Publish the address of ``array`` for operation ``epoch``."""
+        publish(self._mine, self.posts, self.me, epoch, signature.make(PRIMITIVE, array.nbytes),
+                native.buffer_address(array) if array.nbytes else 0)
 
     def wait(self, flags, index, epoch, what):
         """Wait until ``flags[index] >= epoch`` or raise naming local rank ``index``."""
@@ -144,7 +149,7 @@ class CmaNode:
 
     def address(self, peer):
         """The buffer address ``peer`` published (read after its flag)."""
-        return int(self.segment.words(POST + 8)[peer])
+        return native.post_word(self.posts, peer, native.POST_ADDR)
 
     def _left(self):
         return max(self.deadline.end - time.monotonic(), 0.0)
@@ -211,8 +216,9 @@ class CmaNode:
         recv[root * size:(root + 1) * size] = send
         self.loops.expect(self._others(root))
         while self.loops.left:
-            if not len(self.loops.cma_collect(epoch, (root + 1) % self.n, self.pids, 0, recv,
-                                              size, size, self.my_acks, min(self._left(), 0.1))) \
+            if not len(self.loops.cma_collect(epoch, signature.make(PRIMITIVE, size),
+                                              (root + 1) % self.n, self.pids, 0, recv, size,
+                                              size, self.my_acks, min(self._left(), 0.1))) \
                     and self.deadline.expired():
                 raise PapcollTimeoutError("CMA gather: waiting for processes",
                                           self.user_ranks(self.loops.missing()), self.timeout)
@@ -220,9 +226,9 @@ class CmaNode:
     # ---- shared steps --------------------------------------------------------------------
 
     def acks_of(self, peer):
-        """``peer``'s ACKS words (entry q: the epoch in which it last served q)."""
-        base = peer * self.segment.control_stride + ACKS
-        return native.Flags(np.ndarray((self.n,), np.uint64, self.segment.array, base, (LINE,)))
+        """``peer``'s ACKS words of the primitives (entry q: the epoch in which it last served
+        q)."""
+        return native.Flags(self.board.segment.page_words(peer, self._at_acks, self.n))
 
     def _throttled(self, root, k, epoch, access):
         """A non-root's turn in a throttled operation: wait for the root's buffer and for the
@@ -270,30 +276,40 @@ def _yama_note():
 
 def _probe_from_child():
     """Whether a child process may read this process's memory with CMA, as a sibling rank
-    would after this process opted in: None, or why not."""
+    would after this process opted in: None, or why not. The opt-in ends with the probe
+    unless a CmaNode of this process keeps it."""
     try:
         native.allow_ptrace_any()
     except TransportError as err:
         return f"cannot allow CMA on this process: {err}"
-    probe = np.array([42], np.uint8)
-    parent, address = os.getpid(), probe.ctypes.data
+    try:
+        code = _child_reads(np.array([42], np.uint8))
+    finally:
+        if _opted_in == 0:
+            native.drop_ptrace_any()
+    if code == 0:
+        return None
+    if 0 < code < 254:
+        return f"process_vm_readv: {os.strerror(code)}{_yama_note()}"
+    return f"process_vm_readv failed (child exit status {code}){_yama_note()}"
+
+
+def _child_reads(probe):
+    """The exit status of a child that reads ``probe`` (one byte) with CMA: 0 if it read it,
+    the errno, or 254/255."""
+    parent, address, want = os.getpid(), probe.ctypes.data, int(probe[0])
     pid = os.fork()
     if pid == 0:
         code = 0
         try:
             got = np.zeros(1, np.uint8)
             native.cma_read(parent, got, address)
-            code = 0 if got[0] == 42 else 255
+            code = 0 if got[0] == want else 255
         except TransportError as err:
             code = err.errno or 254
         finally:
             os._exit(code)
-    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
-    if code == 0:
-        return None
-    if 0 < code < 254:
-        return f"process_vm_readv: {os.strerror(code)}{_yama_note()}"
-    return f"process_vm_readv failed (child exit status {code}){_yama_note()}"
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
 
 
 def cma_status():

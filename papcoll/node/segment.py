@@ -11,7 +11,9 @@ Freeing an MPI window is collective, and papcoll must be able to close after a p
 (the timeout path), where a collective would hang; unmapping our own mapping never waits.
 The object is created 0600 with O_EXCL under a random name, and its name is unlinked as soon
 as every local process has mapped it, so from then on no crash can leave it in /dev/shm: the
-memory goes away with the last mapping.
+memory goes away with the last mapping. Set-up meets in two bounded rendezvous (the name, then
+"all mapped"); the creator unlinks the name however they end, so a process that is missing or
+dies during set-up leaves nothing behind either.
 """
 import errno
 import mmap
@@ -20,6 +22,7 @@ import secrets
 
 import numpy as np
 
+from .. import rendezvous
 from ..errors import TransportError
 
 SHM_DIR = "/dev/shm"     # where Linux keeps POSIX shared memory objects (glibc shm_open)
@@ -33,26 +36,34 @@ def round_up(nbytes, unit):
 
 
 class Segment:
-    """Collective over ``comm`` (the processes of one node): map one shared segment with a
-    control page of ``control_bytes`` and a data region of ``data_bytes`` per process (both
-    rounded up to whole pages), zero-filled. ``close()`` is local and safe twice."""
+    """Collective over ``members`` (ranks of ``comm``, ascending, all of it by default), bounded
+    by ``deadline``: map one shared segment with a control page of ``control_bytes`` and a data
+    region of ``data_bytes`` per process (both rounded up to whole pages), zero-filled. Process
+    i is ``members[i]``; the first creates the segment. ``close()`` is local and safe twice.
+    ``ranks`` maps ranks of ``comm`` to the user's, for errors."""
 
-    def __init__(self, comm, control_bytes, data_bytes):
-        self.n, self.me = comm.Get_size(), comm.Get_rank()
+    def __init__(self, comm, control_bytes, data_bytes, deadline, members=None, ranks=None):
+        members = list(range(comm.Get_size()) if members is None else members)
+        self.n, self.me = len(members), members.index(comm.Get_rank())
         self.control_stride = round_up(max(control_bytes, 1), PAGE)
         self.region_stride = round_up(data_bytes, PAGE)
         self.data_offset = self.n * self.control_stride
         self.nbytes = self.data_offset + self.n * self.region_stride
         self._map = None
+        meet = lambda what, value: rendezvous.exchange(comm, what, value, deadline, members, ranks)
         name = _create(self.nbytes) if self.me == 0 else None
-        name = comm.bcast(name, root=0)
         try:
+            name = meet("node segment", name)[members[0]]
             error = None if isinstance(name, TransportError) else self._attach(name)
-            errors = comm.allgather(error)      # every process has mapped it, or given up
+            errors = meet("node segment mapped", error)     # every process has mapped it, or failed
+        except BaseException:
+            self.close()
+            raise
         finally:
             if self.me == 0 and not isinstance(name, TransportError):
                 _unlink(name)
-        failed = name if isinstance(name, TransportError) else next(filter(None, errors), None)
+        failed = name if isinstance(name, TransportError) else next(
+            (errors[q] for q in members if errors[q] is not None), None)
         if failed is not None:
             self.close()
             raise failed
@@ -92,12 +103,17 @@ class Segment:
             raise ValueError(f"word offset {offset} is not inside an aligned control page")
         return np.ndarray((self.n,), np.uint64, self._map, offset, (self.control_stride,))
 
-    def my_words(self, offset, count, stride=LINE):
-        """``count`` uint64 of my own control page from ``offset``, ``stride`` bytes apart."""
+    def page_words(self, i, offset, count, stride=LINE):
+        """``count`` uint64 of process i's control page from ``offset``, ``stride`` bytes
+        apart."""
         if offset % 8 or stride % 8 or offset + (count - 1) * stride + 8 > self.control_stride:
             raise ValueError(f"{count} words from {offset} by {stride} do not fit a control page")
-        return np.ndarray((count,), np.uint64, self._map, self.me * self.control_stride + offset,
+        return np.ndarray((count,), np.uint64, self._map, i * self.control_stride + offset,
                           (stride,))
+
+    def my_words(self, offset, count, stride=LINE):
+        """``count`` uint64 of my own control page from ``offset``, ``stride`` bytes apart."""
+        return self.page_words(self.me, offset, count, stride)
 
     def close(self):
         """Drop my mapping. Views handed out keep it alive until they go too."""

@@ -1,0 +1,201 @@
+"""What papcoll keeps per communicator (a :class:`Context`), and how Contexts end.
+
+Making a Context is collective and bounded (rendezvous.py): a private duplicate of the
+communicator (MPI_Comm_idup), one meeting of all its ranks, the topology, and the node board
+with its CMA check. Every later collective step -- an algorithm's set-up, ``close`` -- meets
+first too.
+
+**Ending.** ``close()`` meets every rank ("close"), then frees what is collective (MPI windows,
+the private communicator) in the same order everywhere. A *broken* Context (a call ended in the
+middle of an exchange: timeout, mismatch, transport error, Ctrl-C) has peers in an unknown
+state, so it releases only what is local -- mappings, verbs resources -- and leaves its private
+communicator and windows to MPI until MPI_Finalize, where a collective free could hang.
+
+A Context whose Communicator the user dropped without closing is *dropped* (a weakref
+finalizer moves it to a list; the finalizer never calls MPI). It is freed at the next
+**sweep**: every new Context's creation meeting carries, from each rank, the tokens of its
+dropped Contexts whose processes are all in the new one; a dropped Context that every one of
+its processes listed is closed there by all of them, in token order, with its collective
+frees -- they are all in the same meeting, so nothing can wait for an absentee. MPI_Finalize
+(or interpreter exit) closes what is left, open or dropped, in token order too: a total order,
+so meetings of overlapping Contexts cannot wait for each other in a cycle.
+
+Tokens name a Context the same on all its ranks: (COMM_WORLD rank of its rank 0, that
+process's count of Contexts made).
+"""
+import itertools
+import threading
+
+from mpi4py import MPI
+
+from . import config, rendezvous, topology
+from .algorithms import lookup
+from .errors import AlgorithmError, ConfigError, PapcollError, PapcollTimeoutError
+from .node.board import NodeBoard
+from .node.cma import CmaNode
+from .progress import Deadline
+from .trace import NoTrace, Trace
+
+_made = itertools.count()
+_open = {}        # token -> Context, not closed, its Communicator alive
+_dropped = {}     # token -> Context, not closed, its Communicator gone
+
+
+class Context:
+    """Collective over ``comm``: papcoll's private duplicate of it, the settings, the topology,
+    the node board, and the algorithms built so far."""
+
+    def __init__(self, comm, trace=False):
+        self.timeout = config.timeout()
+        self.forced = forced_algorithm()
+        self.trace = Trace() if trace or config.trace() else NoTrace()
+        self.lock = threading.Lock()      # one call at a time: see Communicator.Alltoall
+        self.algorithms, self.lanes = {}, {}
+        self.broken = None                # the error that left peers in an unknown state
+        self.calls = 0
+        self.node = self.cma = None
+        self.closed = False
+        self.comm = rendezvous.dup(comm, self.timeout)
+        self.rank, self.size = self.comm.Get_rank(), self.comm.Get_size()
+        self.processes = _world_ranks(self.comm)
+        deadline = Deadline(self.timeout)
+        try:
+            met = rendezvous.exchange(self.comm, "papcoll.Communicator",
+                                      ((MPI.COMM_WORLD.Get_rank(), next(_made)),
+                                       _droppable(set(self.processes))), deadline)
+            self.token = met[0][0]
+            _sweep([dropped for _, dropped in met.values()])
+            self.topology = topology.discover(self.comm, deadline)
+            if self.size > 1:
+                self.node = NodeBoard(self.comm, self.topology.local, deadline)
+                self.cma = CmaNode(self.node, self.comm, deadline, self.timeout)
+        except BaseException:
+            self.release(collective=False)
+            raise
+        _open[self.token] = self
+
+    def algorithm(self, name):
+        """The algorithm ``name`` on this Context, set up (collectively) on first use."""
+        algo = self.algorithms.get(name)
+        if algo is None:
+            cls = lookup(name)
+            reason = cls.unsupported(self)
+            if reason:
+                raise AlgorithmError(f"algorithm {name!r} cannot run here: {reason}")
+            algo = self.algorithms[name] = cls(self)
+        return algo
+
+    def fail(self, error):
+        """An error left a call unfinished: peers are in an unknown state. Never reuse this
+        Context, and tell the others that this process gave up on it."""
+        self.broken = error
+        rendezvous.give_up(self.comm, f"{type(error).__name__}: {error}")
+        if self.node is not None:
+            self.node.give_up()
+
+    def close(self):
+        """Collective (bounded) unless broken; safe twice. Ranks that gave up are not waited
+        for, but then nothing collective is freed. A peer that neither comes to close nor gave
+        up raises PapcollTimeoutError naming it, after the local release."""
+        if self.closed:
+            return
+        collective = False
+        if self.broken is None:
+            try:
+                met = rendezvous.agree(self.comm, "close", Deadline(self.timeout),
+                                       without_gave_up=True)
+                collective = len(met) == self.size
+            except PapcollError as err:
+                self.broken = err
+                self.release(collective=False)
+                raise
+        self.release(collective)
+
+    def release(self, collective):
+        """Free everything local; with ``collective`` (every rank is here) also MPI windows
+        and the private communicator."""
+        self.closed = True
+        _open.pop(getattr(self, "token", None), None)
+        _dropped.pop(getattr(self, "token", None), None)
+        self.lanes.clear()
+        for algo in self.algorithms.values():
+            algo.close(collective)
+        self.algorithms.clear()
+        for part in (self.cma, self.node):
+            if part is not None:
+                part.close()
+        if collective:
+            rendezvous.forget(self.comm)
+            self.comm.Free()
+
+
+def forced_algorithm():
+    """PAPCOLL_ALGORITHM, checked: a registered name (or None)."""
+    name = config.algorithm()
+    if name is not None:
+        try:
+            lookup(name)
+        except AlgorithmError as err:
+            raise ConfigError(f"PAPCOLL_ALGORITHM={name!r}: {err}") from None
+    return name
+
+
+def drop(context):
+    """Weakref finalizer of a Communicator: its Context waits for the next sweep. No MPI here:
+    a finalizer runs wherever the last reference goes, even inside another MPI call."""
+    if not context.closed and _open.pop(context.token, None) is not None:
+        _dropped[context.token] = context
+
+
+def _world_ranks(comm):
+    group, world = comm.Get_group(), MPI.COMM_WORLD.Get_group()
+    try:
+        return tuple(MPI.Group.Translate_ranks(group, None, world))
+    finally:
+        group.Free()
+        world.Free()
+
+
+def _droppable(processes):
+    """(token, processes) of my dropped Contexts whose processes are all in ``processes``."""
+    return sorted((token, ctx.processes) for token, ctx in _dropped.items()
+                  if set(ctx.processes) <= processes)
+
+
+def _sweep(offers):
+    """Close the dropped Contexts that every one of their processes offered (``offers``: each
+    rank's list of (token, processes)), in token order; broken ones release locally."""
+    offered = {}
+    for offer in offers:
+        for token, processes in offer:
+            offered.setdefault((token, processes), 0)
+            offered[token, processes] += 1
+    for token, processes in sorted(offered):
+        context = _dropped.get(token)
+        if context is not None and offered[token, processes] == len(processes):
+            context.release(collective=context.broken is None)
+
+
+def close_all():
+    """At MPI_Finalize or interpreter exit: close every Context not closed yet, open or
+    dropped, in token order. A rank that failed to close one is not met again."""
+    if MPI.Is_finalized():
+        return
+    absent = set()
+    for token in sorted({**_open, **_dropped}):
+        context = _open.get(token) or _dropped.get(token)
+        if context is None or context.closed:
+            continue
+        if context.broken is None and not absent.intersection(context.processes):
+            try:
+                context.close()
+            except PapcollTimeoutError as err:
+                absent.update(_world_ranks_of(context, err.missing or ()))
+            except PapcollError:
+                pass
+        if not context.closed:
+            context.release(collective=False)
+
+
+def _world_ranks_of(context, ranks):
+    return {context.processes[r] for r in ranks}

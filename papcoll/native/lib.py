@@ -1,0 +1,147 @@
+"""The native core's library (native/, built as papcoll._native): loading it with ctypes, and
+the argument checks every binding shares. Nothing here knows what the functions are for."""
+import ctypes
+import errno
+import math
+import operator
+import os
+
+import numpy as np
+from mpi4py import MPI
+
+IOV_MAX = os.sysconf("SC_IOV_MAX")
+
+SLICE_NS = 100_000_000  # longest single native wait, so signals are handled
+ETIMEDOUT = -errno.ETIMEDOUT
+ENOENT = -errno.ENOENT
+EPROTO = -errno.EPROTO
+
+
+def _load():
+    try:
+        from .. import _native as module    # the same library, as a module: lane_alltoall
+    except ImportError as e:
+        raise ImportError("papcoll._native is not built; run ./scripts/setup") from e
+    lib = ctypes.CDLL(module.__file__)
+    c = ctypes
+    ptr, i64, u64, size, ssize, pid = (c.c_void_p, c.c_int64, c.c_uint64, c.c_size_t,
+                                       c.c_ssize_t, c.c_int)
+    for name, restype, argtypes in [
+        ("pc_now_ns", i64, []),
+        ("pc_flag_store", None, [ptr, u64]),
+        ("pc_flag_load", u64, [ptr]),
+        ("pc_set_spin", None, [i64]),
+        ("pc_wait_ge", c.c_int, [ptr, u64, i64]),
+        ("pc_wait_any_ge", c.c_int, [ptr, size, ptr, size, u64, size, i64]),
+        ("pc_wait_ready_ge", c.c_int, [ptr, size, ptr, size, u64, size, ptr, i64]),
+        ("pc_cma_read", ssize, [pid, ptr, ptr, size]),
+        ("pc_cma_write", ssize, [pid, ptr, ptr, size]),
+        ("pc_cma_readv", ssize, [pid, size, ptr, ptr, ptr, c.POINTER(size)]),
+        ("pc_cma_writev", ssize, [pid, size, ptr, ptr, ptr, c.POINTER(size)]),
+        ("pc_cma_probe", ssize, [pid, ptr, size, c.c_size_t, size, size, size, size, ptr]),
+        ("pc_allow_ptrace_any", c.c_int, []),
+        ("pc_drop_ptrace_any", c.c_int, []),
+        ("pc_cma_collect", c.c_int, [ptr, size, ptr, size, u64, u64, size, ptr, size, ptr,
+                                     size, size, ptr, size, ptr, size, c.POINTER(size), i64]),
+        ("pc_wait_all_ge", c.c_int, [ptr, size, ptr, size, u64, i64]),
+        ("pc_exchange_blocks", c.c_int, [ptr, ptr, ptr, size, size, u64, u64, size, i64]),
+    ]:
+        fn = getattr(lib, name)
+        fn.restype, fn.argtypes = restype, argtypes
+    module.set_in_place(MPI.IN_PLACE)
+    return lib, module.lane_alltoall
+
+
+lib, lane_alltoall = _load()
+now_ns = lib.pc_now_ns
+now_ns.__doc__ = "CLOCK_MONOTONIC in nanoseconds (the clock of every native deadline)."
+
+
+lib, lane_alltoall = _load()
+now_ns = lib.pc_now_ns
+now_ns.__doc__ = "CLOCK_MONOTONIC in nanoseconds (the clock of every native deadline)."
+
+
+# ---- argument checks ---------------------------------------------------------
+
+def address(array):
+    # ndarray.ctypes.data builds a helper object on every call (~1 us); this is faster.
+    return array.__array_interface__["data"][0]
+
+
+def check_index(value, size, what):
+    i = operator.index(value)
+    if not 0 <= i < size:
+        raise IndexError(f"{what} {i} out of range for {size} flags")
+    return i
+
+
+def start_index(start, n):
+    s = operator.index(start)
+    if n and not 0 <= s < n:
+        raise IndexError(f"start {s} out of range for a pending mask of {n} entries")
+    return s
+
+
+def timeout_ns(timeout):
+    t = float(timeout)
+    if not (math.isfinite(t) and t >= 0):
+        raise ValueError(f"timeout must be finite seconds >= 0 (every wait is bounded), "
+                         f"not {timeout!r}")
+    return int(t * 1e9)
+
+
+def u64(value, what):
+    v = operator.index(value)
+    if not 0 <= v < 1 << 64:
+        raise ValueError(f"{what} must fit in 64 unsigned bits, not {v}")
+    return v
+
+
+def check_pid(pid):
+    p = operator.index(pid)
+    if not 0 < p < 1 << 31:
+        raise ValueError(f"pid must be a positive process id, not {p}")
+    return p
+
+
+def bytes_view(buf, writable, what):
+    """A contiguous buffer as (array, address, nbytes), the array keeping it alive."""
+    if not isinstance(buf, np.ndarray):
+        try:
+            buf = np.frombuffer(buf, dtype=np.uint8)
+        except (TypeError, ValueError) as e:
+            raise TypeError(f"{what} must be a numpy array or a contiguous buffer, "
+                            f"not {type(buf).__name__}") from e
+    if not buf.flags.c_contiguous:
+        raise ValueError(f"{what} must be C-contiguous (got strides {buf.strides})")
+    if writable and not buf.flags.writeable:
+        raise ValueError(f"{what} is read-only")
+    return buf, address(buf), buf.nbytes
+
+
+def uint_vector(values, what):
+    a = np.asarray(values)
+    if a.size == 0:
+        a = a.astype(np.uintp)
+    if a.ndim != 1:
+        raise ValueError(f"{what} must be one-dimensional (got shape {a.shape})")
+    if a.dtype.kind not in "iu":
+        raise TypeError(f"{what} must hold integers (got dtype {a.dtype})")
+    if a.dtype.kind == "i" and a.size and a.min() < 0:
+        raise ValueError(f"{what}[{int(np.argmax(a < 0))}] is negative")
+    return np.ascontiguousarray(a, dtype=np.uintp)
+
+
+
+def sliced(fn, args, timeout):
+    """Call fn(*args, timeout_ns) in slices of at most SLICE_NS until it does
+    not time out or the whole timeout is used up; return its last result. A
+    timed-out slice has lasted at least its length, so no clock is needed."""
+    ns = timeout_ns(timeout)
+    while True:
+        rc = fn(*args, min(ns, SLICE_NS))
+        if rc != ETIMEDOUT or ns <= SLICE_NS:
+            return rc
+        ns -= SLICE_NS
+

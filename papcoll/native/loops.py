@@ -1,0 +1,262 @@
+"""The intra-node PAP loops (native/papcoll_native.h): a whole exchange step in one C call,
+serving every peer as its post shows up, and the fast lane that runs whole calls in C.
+
+:class:`PeerLoops` holds the loops' state (which peers are pending, the order served);
+:class:`SegmentLoops` adds the exchange through a node segment; a :class:`Lane` runs whole
+calls over a SegmentLoops' exchange without Python (``lane_alltoall``, from
+native/papcoll_lane.c, the one function that takes Python objects).
+
+Every post carries the signature of its call (``PC_POST_SIG``: two banks after the flag); a
+loop that finds a peer's signature different from its own raises :class:`SignatureMismatch`
+before it reads a byte of that peer's data.
+"""
+import ctypes
+import errno
+import functools
+import operator
+import os
+
+import numpy as np
+from mpi4py import MPI
+
+from .cma import cma_error
+from .flags import Flags
+from .lib import (ENOENT, EPROTO, ETIMEDOUT, address, bytes_view, check_index, lane_alltoall,
+                  lib, sliced, start_index, timeout_ns)
+
+POST_SIG, POST_ADDR = 1, 3          # words of a post after its flag (PC_POST_SIG, PC_POST_ADDR)
+
+
+class SignatureMismatch(Exception):
+    """Process ``peer`` posted ``theirs`` for the epoch where this process posted ``mine``."""
+
+    def __init__(self, peer, theirs, mine):
+        self.peer, self.theirs, self.mine = peer, theirs, mine
+        super().__init__(f"process {peer} posted signature {theirs:#x}, this one {mine:#x}")
+
+
+def post_word(flags, i, word):
+    """Word ``word`` of process i's post (its flag is word 0), read after the flag."""
+    return ctypes.c_uint64.from_address(flags.address + i * flags.stride + 8 * word).value
+
+
+def buffer_address(array):
+    """The address of a contiguous buffer's data: mpi4py's buffer view takes a tenth of
+    ``__array_interface__``'s time, read-only or not."""
+    return MPI.buffer(array).address
+
+
+def _blocks_at(buf, stride, length, count, what):
+    """The address of buf, after checking that its blocks i < count, at i * stride of length
+    bytes each, all lie inside it."""
+    where, nbytes = buffer_address(buf), buf.nbytes
+    if count and (length < 0 or stride < 0 or (count - 1) * stride + length > nbytes):
+        raise ValueError(f"{what}: {count} blocks of {length} bytes, stride {stride}, do not "
+                         f"fit in its {nbytes} bytes")
+    return where
+
+
+class PeerLoops:
+    """The C loops of an exchange among the n processes of a node (pc_cma_collect,
+    pc_wait_all_ge), validated once.
+
+    ``flags`` (a :class:`Flags` of n) are the words 0 of the processes' posts. The loops keep
+    their state in ``pending`` (uint8, 1 = peer still to serve) and ``served`` (the order
+    served), which :meth:`expect` resets; a timed-out call leaves ``pending`` marking the
+    missing peers. With ``batch=1`` every call serves one peer, so the caller can see each
+    arrival in turn.
+    """
+
+    def __init__(self, flags, batch=None):
+        if not isinstance(flags, Flags):
+            raise TypeError(f"flags must be a papcoll.native.Flags, not {type(flags).__name__}")
+        self.flags, self.n = flags, flags.size
+        self.pending = np.zeros(self.n, np.uint8)
+        self.served = np.zeros(self.n, np.uintp)
+        self.batch = operator.index(batch or self.n)
+        if not 1 <= self.batch <= max(self.n, 1):
+            raise ValueError(f"batch must be 1..{self.n}, not {self.batch}")
+        self._pending, self._served = address(self.pending), address(self.served)
+        self._mask = self._pids = self._pids_addr = None
+
+    @property
+    def left(self):
+        """How many peers are still pending (the C loops clear ``pending`` as they serve)."""
+        return int(np.count_nonzero(self.pending))
+
+    def expect(self, peers):
+        """Serve ``peers`` in the next calls: a bool/uint8 mask of n (the fast form, for hot
+        paths: precompute it) or a sequence of indices."""
+        if peers is self._mask:
+            np.copyto(self.pending, peers, casting="unsafe")
+            return
+        if isinstance(peers, np.ndarray) and peers.shape == (self.n,) and peers.dtype in (
+                np.bool_, np.uint8):
+            np.copyto(self.pending, peers, casting="unsafe")
+            self._mask = peers       # the same mask again costs one copy (it must not change)
+        else:
+            self.pending.fill(0)
+            self.pending[list(peers)] = 1
+
+    def missing(self):
+        """Indices of the peers still pending."""
+        return np.flatnonzero(self.pending).tolist()
+
+    def mismatch(self, peer, epoch, sig):
+        """The SignatureMismatch of ``peer``, whose post for ``epoch`` differs from ``sig``."""
+        return SignatureMismatch(peer, post_word(self.flags, peer, POST_SIG + epoch % 2), sig)
+
+    def _served_now(self, rc):
+        if rc == ETIMEDOUT:
+            return self.served[:0]
+        if rc < 0:
+            raise ValueError(f"native loop rejected its arguments ({os.strerror(-rc)})")
+        return self.served[:rc]
+
+    def cma_collect(self, target, sig, start, pids, remote_offset, dst, dst_stride, length, acks,
+                    timeout):
+        """Read ``length`` bytes at (peer i's published address + remote_offset) in process
+        ``pids[i]`` (int32 array; 0 = this process) into ``dst[i * dst_stride:]`` for each
+        pending peer i whose flag is >= target and whose signature is ``sig``, in arrival
+        order from ``start``; after each, store target in ``acks`` (a writable Flags of n).
+        Returns the indices served (empty after timeout seconds); a failed read raises
+        TransportError naming the pid (its ``peer`` is i), a different signature
+        SignatureMismatch."""
+        n = self.n
+        if self._pids is None or pids is not self._pids[0] or acks is not self._pids[1]:
+            if not (isinstance(pids, np.ndarray) and pids.dtype == np.int32 and pids.size == n
+                    and pids.flags.c_contiguous):
+                raise TypeError(f"pids must be a contiguous int32 array of {n}")
+            if not (isinstance(acks, Flags) and acks.size == n and acks._writable):
+                raise TypeError(f"acks must be a writable Flags of {n}")
+            self._pids, self._pids_addr = (pids, acks), address(pids)
+        err = ctypes.c_size_t()
+        rc = lib.pc_cma_collect(self.flags.address, self.flags.stride, self._pending, n,
+                                target, sig, start_index(start, n), self._pids_addr,
+                                remote_offset, _blocks_at(dst, dst_stride, length, n, "dst"),
+                                dst_stride, length, acks.address, acks.stride, self._served,
+                                self.batch, ctypes.byref(err), timeout_ns(timeout))
+        if rc == EPROTO:
+            raise self.mismatch(err.value, target, sig)
+        if rc < 0 and rc not in (ETIMEDOUT, -errno.EINVAL, ENOENT):
+            i = err.value
+            remote = post_word(self.flags, i, POST_ADDR) + remote_offset
+            error = cma_error(rc, "read of", int(pids[i]), length, remote)
+            error.peer = i                  # for the caller, who knows i's rank
+            raise error
+        return self._served_now(rc)
+
+    def wait_all(self, target, timeout):
+        """Wait until every pending flag is >= target: True, or False after timeout seconds
+        (``missing()`` then names the peers still short)."""
+        rc = sliced(lib.pc_wait_all_ge, (self.flags.address, self.flags.stride, self._pending,
+                                         self.n, target), timeout)
+        if rc == -errno.EINVAL:
+            raise ValueError("native wait rejected its arguments")
+        return rc == 0
+
+
+class _Exchange(ctypes.Structure):     # struct pc_exchange
+    _fields_ = [(name, ctypes.c_void_p if kind == "p" else ctypes.c_size_t) for name, kind in (
+        ("flags", "p"), ("flag_stride", "n"), ("n", "n"), ("me", "n"), ("mine", "p"),
+        ("regions", "p"), ("region_stride", "n"), ("slot", "n"), ("pending", "p"),
+        ("served", "p"), ("max_served", "n"), ("failed", "p"))]
+
+
+class _Lane(ctypes.Structure):         # struct pc_lane
+    _fields_ = [("x", ctypes.c_void_p), ("epoch", ctypes.c_void_p), ("start", ctypes.c_size_t),
+                ("timeout_ns", ctypes.c_int64), ("nbytes", ctypes.c_int64),
+                ("itemsize", ctypes.c_int64), ("sig", ctypes.c_uint64),
+                ("format", ctypes.c_char * 16), ("datatype", ctypes.c_void_p),
+                ("armed", ctypes.c_int)]
+
+
+class SegmentLoops(PeerLoops):
+    """:class:`PeerLoops` plus the whole exchange through a node segment in one C call
+    (``pc_exchange_blocks``): ``flags`` (a writable Flags of n) are the processes' posts,
+    ``regions`` (a writable contiguous array) holds their data regions ``region_stride`` bytes
+    apart, each two banks of n slots of ``slot`` bytes. Epochs come from ``epoch`` (a
+    ctypes.c_uint64 counter that every user of these posts shares, its lanes too)."""
+
+    def __init__(self, flags, me, regions, region_stride, slot, epoch, batch=None):
+        super().__init__(flags, batch)
+        n, self.me, self.slot = self.n, check_index(me, self.n, "me"), slot
+        if not flags._writable:
+            raise ValueError("flags must be writable: this process posts into them")
+        self._regions, where, nbytes = bytes_view(regions, True, "regions")   # kept alive
+        if (n - 1) * region_stride + 2 * n * slot > nbytes or region_stride < 2 * n * slot:
+            raise ValueError(f"regions must hold {n} regions of 2 x {n} slots of {slot} bytes, "
+                             f"{region_stride} bytes apart ({nbytes} bytes given)")
+        self.failed = ctypes.c_size_t()
+        self._plan = _Exchange(flags.address, flags.stride, n, self.me,
+                               where + self.me * region_stride, where, region_stride, slot,
+                               self._pending, self._served, self.batch,
+                               ctypes.addressof(self.failed))
+        self._plan_addr = ctypes.addressof(self._plan)
+        self.epoch = epoch
+
+    def next_epoch(self):
+        self.epoch.value += 1
+        return self.epoch.value
+
+    def exchange(self, src, dst, block, length, epoch, sig, start, timeout):
+        """One epoch: post ``length`` bytes of each of the n blocks of ``src`` (``block``
+        bytes apart) and the call's signature ``sig``, unless already posted; then copy
+        process i's block for me to ``dst[i * block:]`` as it posts (mine straight from
+        ``src``), in arrival order from ``start``. Returns the processes this call served:
+        their indices, empty after timeout seconds; a process whose signature differs
+        raises SignatureMismatch."""
+        s, d = MPI.buffer(src), MPI.buffer(dst)
+        need = (self.n - 1) * block + length
+        if d.readonly or not 0 <= length <= min(self.slot, block) or s.nbytes < need \
+                or d.nbytes < need:
+            raise ValueError(f"exchange: {self.n} blocks of {length} of {block} bytes do not "
+                             f"fit a {self.slot}-byte slot, src ({s.nbytes} bytes) and writable"
+                             f" dst ({d.nbytes} bytes)")
+        rc = lib.pc_exchange_blocks(self._plan_addr, s.address, d.address, block, length, epoch,
+                                    sig, start_index(start, self.n), timeout_ns(timeout))
+        if rc == EPROTO:
+            raise self.mismatch(self.failed.value, epoch, sig)
+        return self._served_now(rc)
+
+
+class Lane:
+    """A fast lane over the exchange of ``loops`` (a :class:`SegmentLoops` that serves every
+    arrived peer per call): ``run(sendbuf, recvbuf)`` is ``lane_alltoall`` -- a whole call in
+    C, returning 1 when done, 0 to decline (the buffers do not have the armed shape; nothing
+    was touched), -ETIMEDOUT when peers did not come in time (``loops.missing()``) and
+    -EPROTO when a peer's call differs (:meth:`mismatch`)."""
+
+    def __init__(self, loops):
+        if loops.batch != loops.n:
+            raise ValueError("a lane needs loops that serve every arrived peer per call")
+        self._loops = loops                       # keeps the plan and the counter alive
+        self._lane = _Lane(loops._plan_addr, ctypes.addressof(loops.epoch))
+        self.run = functools.partial(lane_alltoall, ctypes.addressof(self._lane))
+
+    def arm(self, nbytes, sig, start, timeout, buffer_format=None, itemsize=0, datatype=None):
+        """Serve calls of the shape of one the caller has fully checked: send and receive
+        buffers of ``nbytes`` bytes, C-contiguous, either plain with items of ``itemsize``
+        bytes and buffer ``format``, or -- with ``datatype`` -- ``[buf, datatype]`` specs
+        naming that very object; the calls' signature is ``sig``. Peers are served from
+        ``start``; a call gives up after ``timeout`` seconds. Returns whether it is armed (a
+        whole, non-empty block per peer, and a format short enough to keep)."""
+        lane = self._lane
+        lane.armed = 0
+        code = b"" if datatype is not None else buffer_format.encode("ascii", "replace")
+        n = self._loops.n
+        if len(code) < _Lane.format.size and nbytes > 0 and nbytes % n == 0:
+            self._datatype = datatype             # alive, so its id stays its own
+            lane.format, lane.itemsize, lane.nbytes, lane.sig = code, itemsize, nbytes, sig
+            lane.datatype = None if datatype is None else id(datatype)
+            lane.start, lane.timeout_ns = start_index(start, n), timeout_ns(timeout)
+            lane.armed = 1
+        return bool(lane.armed)
+
+    def mismatch(self):
+        """The SignatureMismatch behind a run that returned -EPROTO."""
+        loops = self._loops
+        return loops.mismatch(loops.failed.value, loops.epoch.value, self._lane.sig)
+
+    def disarm(self):
+        self._lane.armed = 0
