@@ -44,7 +44,8 @@ class PapcollTimeoutError(PapcollError, TimeoutError):
     ``missing`` holds the ranks (in the user's communicator) that were waited for, or None where
     MPI cannot say which (a nonblocking MPI collective that did not complete); ``gave_up`` those
     awaited ranks that had already given up on this call themselves: they raised an error of
-    their own, so they are not the cause.
+    their own, so they are not the cause. ``timeout`` is None when the wait ended before the
+    deadline because ranks gave up: the call could not complete any more.
     """
 
     def __init__(self, what, missing, timeout, gave_up=()):
@@ -54,10 +55,12 @@ class PapcollTimeoutError(PapcollError, TimeoutError):
         if self.missing is None:
             text = (f"{what}: not complete after {timeout:g} s (PAPCOLL_TIMEOUT); some rank of the "
                     f"communicator did not join (MPI does not say which)")
-        elif self.missing or not self.gave_up:
-            text = f"{what}: no sign of rank(s) {self.missing} after {timeout:g} s (PAPCOLL_TIMEOUT)"
+        elif timeout is None:
+            text = f"{what}: cannot complete"
+            if self.missing:
+                text += f"; no sign yet of rank(s) {self.missing}"
         else:
-            text = f"{what}: waited in vain"
+            text = f"{what}: no sign of rank(s) {self.missing} after {timeout:g} s (PAPCOLL_TIMEOUT)"
         if self.gave_up:
             text += f"; rank(s) {self.gave_up} gave up on this call (an error of their own)"
         super().__init__(text + "; did every rank make the same call, with the same algorithm "

@@ -12,6 +12,7 @@ from .errors import PapcollTimeoutError
 _SPINS = 64           # polls before the first yield: the common case when peers are near
 _YIELDS = 256         # yields before sleeping
 _MAX_SLEEP = 100e-6   # seconds; bounds the latency added when a peer finally shows up
+CHECK_EVERY = 1e-3    # seconds between a wait's checks that awaited peers are still coming
 
 
 class Deadline:
@@ -42,17 +43,21 @@ class Backoff:
             time.sleep(min(_MAX_SLEEP, 1e-6 * (self.idle - _SPINS - _YIELDS)))
 
 
-def serve_as_ready(pending, ready, serve, deadline, what, ranks=lambda peers: peers, idle=None):
+def serve_as_ready(pending, ready, serve, deadline, what, ranks=lambda peers: peers, idle=None,
+                   check=None):
     """Serve every peer of ``pending`` as soon as ``ready(peer)``, in arrival order.
 
     ``pending`` is scanned in the order given (callers start at their own successor so that
     simultaneous arrivals spread the load); one late peer never holds up a ready one.
     ``ranks(peers)`` maps still-pending peers to user ranks for the timeout error. ``idle()``
     (optional) runs when no peer was ready: it may do other useful work (then it returns True
-    and the wait does not back off) or drive progress (then it returns False).
+    and the wait does not back off) or drive progress (then it returns False). ``check(still)``
+    (optional) runs at most every CHECK_EVERY seconds while nothing moves, with the peers still
+    pending: it raises when one of them will not come (so a wait need not last to the deadline).
     """
     pending = list(pending)
     backoff = Backoff()
+    next_check = time.monotonic() + CHECK_EVERY
     while pending:
         still = []
         for peer in pending:
@@ -65,6 +70,9 @@ def serve_as_ready(pending, ready, serve, deadline, what, ranks=lambda peers: pe
         elif deadline.expired():
             raise PapcollTimeoutError(what, ranks(still), deadline.timeout)
         else:
+            if check is not None and time.monotonic() >= next_check:
+                check(still)
+                next_check = time.monotonic() + CHECK_EVERY
             backoff.pause()
         pending = still
 

@@ -48,14 +48,14 @@ def exchange(comm, what, value, deadline, members=None, ranks=None, without_gave
         while unprobed or receiving or sends:
             progressed = False
             for q in list(unprobed):
-                message = comm.improbe(source=q, tag=TAG)
-                if message is not None:
-                    receiving[q] = message.irecv()
-                elif gave_up(comm, [q]):
+                if gave_up(comm, [q]):            # before its messages: they may be stale
                     if not without_gave_up:
-                        raise PapcollTimeoutError(what, [], deadline.timeout, [user(q)])
+                        raise not_coming(comm, what, [q], unprobed + list(receiving), user)
                 else:
-                    continue
+                    message = comm.improbe(source=q, tag=TAG)
+                    if message is None:
+                        continue
+                    receiving[q] = message.irecv()
                 unprobed.remove(q)
                 progressed = True
             for q, request in list(receiving.items()):
@@ -96,6 +96,37 @@ def give_up(comm, reason):
     me = comm.Get_rank()
     _abandoned.extend(comm.isend(reason, dest=q, tag=GAVE_UP)
                       for q in range(comm.Get_size()) if q != me)
+
+
+def elsewhere(comm, ranks, user, doing, arrived):
+    """Raise if one of ``ranks`` (of ``comm``), awaited by this rank while ``doing`` a call,
+    is not in that call: it gave up on the Communicator (see :func:`not_coming`), or it sent a
+    meeting message although ``arrived(rank)`` is still false -- it is at a set-up step
+    instead (MismatchError naming the step). A process's arrival signal is visible before any
+    message it sends later, so a message from a peer that has arrived belongs to its next step
+    and is left alone. ``user`` maps ranks to the user's. Meant for the idle moments of a wait:
+    it receives what it finds, since it raises then."""
+    gave = gave_up(comm, ranks)
+    if gave:
+        raise not_coming(comm, doing, gave, ranks, user)
+    for q in ranks:
+        if comm.iprobe(source=q, tag=TAG) and not arrived(q):
+            their_what, _ = comm.recv(source=q, tag=TAG)
+            raise MismatchError(f"calls disagree: rank {user(q)} is at {their_what!r} while rank "
+                                f"{user(comm.Get_rank())} is in {doing}; every rank must make "
+                                f"the same papcoll calls in the same order", [user(q)])
+
+
+def not_coming(comm, doing, gave, awaited, user):
+    """The error for a wait on ``awaited`` ranks of which ``gave`` gave up: MismatchError if a
+    disagreement made one of them give up (it names both calls), else PapcollTimeoutError
+    naming those that gave up and those still missing."""
+    whys = _gave_up[comm.handle]
+    for q in gave:
+        if whys[q].startswith("MismatchError"):
+            return MismatchError(f"rank {user(q)} gave up on {doing}: {whys[q]}", [user(q)])
+    return PapcollTimeoutError(doing, [user(q) for q in awaited if q not in gave], None,
+                               [user(q) for q in gave])
 
 
 def forget(comm):

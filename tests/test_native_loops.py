@@ -231,3 +231,57 @@ def test_cma_collect_failure_names_the_process():
                           acks, 1.0)
     assert err.value.errno == errno.ESRCH
     assert loops.missing() == [0] and acks.load(0) == 0
+
+
+def test_exchange_never_copies_from_a_post_whose_signature_differs():
+    n, slot = 3, 8
+    loops, regions = segment_loops(n, 0, slot)
+    for i, sig in ((1, 0x0100 + 8), (2, 0x0100 + 16)):         # 2's call has 16-byte blocks
+        slot_of(regions, n, slot, i, 1, 0)[:] = 7 * i
+        sign(loops.flags, i, 5, sig)
+        loops.flags.store(i, 5)
+    dst = np.zeros(3 * 8, np.uint8)
+    with pytest.raises(native.SignatureMismatch) as err:
+        loops.exchange(np.ones(24, np.uint8), dst, 8, 8, 5, 0x0100 + 8, 1, 0)
+    assert (err.value.peer, err.value.theirs, err.value.mine) == (2, 0x0110, 0x0108)
+    assert (dst[16:] == 0).all() and loops.missing() == [0, 2]    # nothing copied from 2,
+    # and the scan (from 1) stopped there, before my own block
+    assert (dst[8:16] == 7).all()                                 # 1 agreed: served
+    assert native.post_word(loops.flags, 0, native.POST_SIG + 1) == 0x0108   # mine, bank 1
+
+
+def test_an_empty_call_still_meets_and_checks_every_signature():
+    loops, _ = segment_loops(2, 0, slot=8)
+    sign(loops.flags, 1, 3, 0x0200)
+    loops.flags.store(1, 3)
+    empty = np.zeros(0, np.uint8)
+    assert loops.exchange(empty, empty, 0, 0, 3, 0x0200, 1, 0).tolist() == [1, 0]
+    sign(loops.flags, 1, 4, 0x0208)                               # 8 bytes against my 0
+    loops.flags.store(1, 4)
+    with pytest.raises(native.SignatureMismatch):
+        loops.exchange(empty, empty, 0, 0, 4, 0x0200, 1, 0)
+
+
+def test_the_lane_reports_a_signature_that_differs():
+    loops, _ = segment_loops(2, 0, slot=8)
+    lane = native.Lane(loops)
+    assert lane.arm(16, 0x0308, 1, 1.0, "B", 1)
+    sign(loops.flags, 1, 1, 0x0310)
+    loops.flags.store(1, 1)
+    assert lane.run(np.ones(16, np.uint8), np.zeros(16, np.uint8)) == native.EPROTO
+    err = lane.mismatch()
+    assert (err.peer, err.theirs, err.mine) == (1, 0x0310, 0x0308)
+
+
+def test_cma_collect_never_reads_a_buffer_whose_signature_differs():
+    posts, acks = flags_of(1), flags_of(1)
+    publish(posts, 0, 4096)                          # an address that would fault if read
+    sign(posts, 0, 1, 0x0408)
+    posts.store(0, 1)
+    loops = native.PeerLoops(posts)
+    loops.expect([0])
+    with pytest.raises(native.SignatureMismatch) as err:
+        loops.cma_collect(1, 0x0410, 0, np.array([os.getpid()], np.int32), 0,
+                          np.zeros(16, np.uint8), 16, 16, acks, 1.0)
+    assert (err.value.theirs, err.value.mine) == (0x0408, 0x0410)
+    assert loops.missing() == [0] and acks.load(0) == 0

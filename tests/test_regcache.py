@@ -1,5 +1,7 @@
 """The registration cache stays correct when buffers die and addresses are reused."""
 import gc
+import sys
+import weakref
 
 import numpy as np
 
@@ -65,3 +67,27 @@ def test_overlapping_registration_replaces_the_old_one_and_capacity_bounds():
     assert len(cache) == 4 and len(rec.live) == 4
     cache.clear()
     assert not rec.live
+
+
+def test_a_cached_registration_never_keeps_its_buffer_alive():
+    rec, cache = make()
+    a = np.zeros(1 << 20, np.uint8)
+    ref = weakref.ref(a)
+    cache.get(a[10:20])                      # a view: the owner is what is watched, weakly
+    del a
+    gc.collect()
+    assert ref() is None and not rec.live and len(cache) == 0
+
+
+def test_owners_without_weak_references_are_held_for_the_call_only():
+    rec, cache = make()
+    raw = bytearray(64)
+    ref_count = sys.getrefcount(raw)
+    first = cache.get(np.frombuffer(raw, np.uint8))
+    assert cache.get(np.frombuffer(raw, np.uint8)) == first       # the same call: reused
+    cache.end_call()
+    assert not rec.live and len(cache) == 0 and sys.getrefcount(raw) == ref_count
+    kept = np.zeros(8, np.uint8)
+    cache.get(kept)
+    cache.end_call()                         # weakly watched entries stay cached
+    assert len(cache) == 1

@@ -9,7 +9,10 @@ A call, on the node board (node/board.py; the CMA check and PIDs in node/cma.py)
    step i reads from rank + i while rank - i reads from me: one reader per process, no
    page-table lock contention); after each read, raise my ACKS entry for that process. One
    native call. A process whose signature differs from mine is never read: its buffer may be
-   shorter than the blocks I expect, and reading past it would disclose its memory.
+   shorter than the blocks I expect, and reading past it would disclose its memory. After the
+   reads, a process that gave up (an error ended its call: it left without waiting for my
+   acknowledgement, and its buffer may be the user's again) makes the call fail: it marked
+   GAVE_UP before returning, so if any byte I read had changed, I see the mark.
 3. **release**: wait until every peer's ACKS entry for me shows the epoch. Only then may I
    return: the user may change the send buffer as soon as I do.
 
@@ -22,7 +25,7 @@ publish the one of epoch e + 1, so one address per process is enough.
 """
 import numpy as np
 
-from .. import native
+from .. import native, rendezvous
 from .intranode import IntraNodeAlgorithm, spans_nodes
 from .registry import register
 
@@ -65,6 +68,10 @@ class CmaPap(IntraNodeAlgorithm):
         self.serve(self.loops, lambda start, timeout: self.loops.cma_collect(
             epoch, sig, start, self.pids, self.me * block, recv.data, block, block,
             board.my_acks, timeout), "waiting for peers' buffers")
+        gone = board.gave_up(range(self.n))
+        if gone:                # their buffers may have changed under my reads: not my data
+            raise rendezvous.not_coming(self.ctx.comm, f"{self.name} (reading peers' buffers)",
+                                        board.user_ranks(gone), board.user_ranks(gone), int)
         self.releases.expect(self.others)
         self.wait_all(self.releases, epoch, "waiting for peers to read my buffer")
 

@@ -11,6 +11,7 @@ copied in.
 """
 import time
 
+from .. import rendezvous
 from ..errors import PapcollTimeoutError, TransportError
 from ..native import SignatureMismatch
 from ..progress import Deadline
@@ -69,16 +70,25 @@ class IntraNodeAlgorithm(Algorithm):
                 start = (int(served[-1]) + 1) % self.n
                 if self.tracing:
                     self.trace_each("received", served)
-            elif self.deadline.expired():
-                raise self.timeout(what, loops.missing())
+            else:
+                self.still_coming(what, loops, self.board.epoch.value)
             if not loops.left:
                 return
 
     def wait_all(self, loops, target, what):
         """Wait until every pending flag of ``loops`` is >= target. Raises at the deadline."""
         while not loops.wait_all(target, self.left()):
-            if self.deadline.expired():
-                raise self.timeout(what, loops.missing())
+            self.still_coming(what, loops, target)
+
+    def still_coming(self, what, loops, target):
+        """After a native wait on ``loops`` in vain: raise at the deadline, or as soon as one
+        of the peers still missing is known not to come (rendezvous.elsewhere)."""
+        peers = loops.missing()
+        if self.deadline.expired():
+            raise self.timeout(what, peers)
+        local = dict(zip(self.board.user_ranks(peers), peers))
+        rendezvous.elsewhere(self.ctx.comm, list(local), int, f"{self.name} ({what})",
+                             lambda rank: loops.flags.load(local[rank]) >= target)
 
     def left(self):
         """Seconds to the deadline, at most SLICE: one native wait."""

@@ -16,13 +16,14 @@ MismatchError here and there, and no byte lands outside the buffer it was meant 
 """
 import numpy as np
 
-from .. import signature
+from .. import rendezvous, signature
 from ..buffers import Message
+from ..errors import PapcollTimeoutError
 from ..progress import Deadline, serve_as_ready
 from ..transport import open_transport
 from ..transport.base import (ADVERT, ADVERT_BYTES, ADVERT_RECORD, ADVERTS, DATA, DESCRIPTOR,
                               SEQ_MASK, code_of, length_of, notice_word, seq_of)
-from .registry import Algorithm
+from .registry import Algorithm, describe
 
 
 def successors(rank, size):
@@ -129,7 +130,16 @@ class OneSidedAlgorithm(Algorithm):
             def idle():
                 self.transport.poll()      # drives progress of writes into my memory
                 return False
-        serve_as_ready(pending, ready, serve, self.deadline, f"{self.name} {what}", idle=idle)
+        try:
+            serve_as_ready(pending, ready, serve, self.deadline, f"{self.name} {what}", idle=idle,
+                           check=lambda still: rendezvous.elsewhere(
+                               self.ctx.comm, still, int, f"{describe(self.sig)} ({what})",
+                               lambda peer: self.transport.poll() or ready(peer)))
+        except PapcollTimeoutError as err:   # those that gave up themselves are not the cause
+            gave = rendezvous.gave_up(self.ctx.comm, err.missing)
+            raise PapcollTimeoutError(f"{self.name} {what}",
+                                      [q for q in err.missing if q not in gave], err.timeout,
+                                      gave) from None
 
     def private_send(self, send, recv):
         """The send blocks, copied out of ``recv`` for MPI.IN_PLACE when peers write into it."""

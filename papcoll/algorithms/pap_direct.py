@@ -17,15 +17,17 @@ bytes, by default the transport's measured ``copy_threshold`` capped so the inbo
 
 The two schemes have signature codes of their own, so ranks whose block sizes fall on both
 sides of the threshold see it: the copy-based side finds an advertisement for a zero-copy call
-it is not making, the zero-copy side a DATA notice of the copy-based scheme.
+it is not making, the zero-copy side a DATA notice of the copy-based scheme. A copy-based rank
+that finds a disagreement still writes to the peers it has not written to (its block fits its
+slot at every peer, whatever theirs) before it raises, so that they see it as well.
 """
 from .. import config, rendezvous
-from ..errors import ConfigError
+from ..errors import ConfigError, MismatchError
 from ..progress import Deadline
 from ..transport import transport_class
 from ..transport.base import INBOX
 from .onesided import OneSidedAlgorithm
-from .registry import register
+from .registry import describe, register
 
 INBOX_LIMIT = 64 << 20   # bytes of inbox (2 banks x N slots) a process may hold by default
 MAX_INBOX = 1 << 30      # ... and at most, whatever PAPCOLL_COPY_THRESHOLD says
@@ -108,7 +110,12 @@ class PapDirect(OneSidedAlgorithm):
             return False
 
         self.copy_own(send, recv, me)
-        self.wait(self.peers, self.landed, serve, "waiting for data", idle=idle)
+        try:
+            self.wait(self.peers, self.landed, serve, "waiting for data", idle=idle)
+        except MismatchError:
+            for peer in list(unsent):                     # so that every peer sees it too:
+                send_to(peer)                             # these writes wait for nobody
+            raise
         self.end()
 
 
@@ -127,8 +134,8 @@ class PapDirectCopy(PapDirect):
     def alltoall(self, send, recv):
         if recv.block > self.slot:      # every rank sees the same block size: grow together
             deadline = Deadline(self.ctx.timeout)
-            rendezvous.agree(self.ctx.comm, f"{self.name}: inbox of {recv.block}-byte slots",
-                             deadline)
+            rendezvous.agree(self.ctx.comm, f"{describe(self.signature(recv.block, 'copy-based'))}"
+                                            f": growing the inbox", deadline)
             self.transport.close()
             self.slot = recv.block
             self.transport = self.open(deadline)

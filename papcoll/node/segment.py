@@ -12,8 +12,10 @@ Freeing an MPI window is collective, and papcoll must be able to close after a p
 The object is created 0600 with O_EXCL under a random name, and its name is unlinked as soon
 as every local process has mapped it, so from then on no crash can leave it in /dev/shm: the
 memory goes away with the last mapping. Set-up meets in two bounded rendezvous (the name, then
-"all mapped"); the creator unlinks the name however they end, so a process that is missing or
-dies during set-up leaves nothing behind either.
+"all mapped"), and every process that learnt the name unlinks it however they end (the first
+one does), so a process that is missing or dies during set-up leaves nothing behind either --
+unless the creator itself dies in the microseconds between creating the object and sending
+its name.
 """
 import errno
 import mmap
@@ -59,8 +61,8 @@ class Segment:
         except BaseException:
             self.close()
             raise
-        finally:
-            if self.me == 0 and not isinstance(name, TransportError):
+        finally:          # whoever knows the name removes it (the first one does): nobody waits
+            if isinstance(name, str):                    # for the creator, alive or not
                 _unlink(name)
         failed = name if isinstance(name, TransportError) else next(
             (errors[q] for q in members if errors[q] is not None), None)

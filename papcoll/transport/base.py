@@ -98,7 +98,8 @@ class Transport:
         raise NotImplementedError
 
     def complete(self):
-        """Wait until my puts are done with their source buffers (they may be reused); drop the
+        """Wait until my puts are done with their source buffers (they may be reused) and my
+        notices are visible at their targets (before any message I send later); drop the
         registrations made for this call only."""
         raise NotImplementedError
 

@@ -108,7 +108,7 @@ class MpiRmaTransport(Transport):
         self.dyn.Sync()
 
     def complete(self):
-        self.win.Flush_local_all()
+        self.win.Flush_all()          # my notices are at their targets before any later message
         self.dyn.Flush_local_all()
         self.cache.end_call()
 

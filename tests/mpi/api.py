@@ -45,6 +45,15 @@ with papcoll.Communicator(world, trace=True) as pc:
 pc.close()                                          # a second close is harmless
 assert "closed" in raises(papcoll.CommunicatorStateError, pc.Alltoall, send, recv)
 
+# Communicators papcoll cannot use: papcoll's own error, naming what it got.
+assert "got MPI.COMM_NULL" in raises(papcoll.PapcollError, papcoll.Communicator, MPI.COMM_NULL)
+if size > 1:
+    half = world.Split(rank % 2, rank)
+    inter = half.Create_intercomm(0, world, 1 if rank % 2 == 0 else 0, tag=7)   # leaders 0, 1
+    assert "got an inter-communicator" in raises(papcoll.PapcollError, papcoll.Communicator, inter)
+    inter.Free()
+    half.Free()
+
 # The convenience caches one Communicator per communicator and forgets it when that is freed.
 comm = world.Dup()
 papcoll.Alltoall(comm, send, recv)
