@@ -18,8 +18,6 @@
 
 #include "papcoll_native.h"
 
-#define SLICE_NS 100000000 /* longest wait without the GIL: Ctrl-C gets through */
-
 static PyObject *in_place_marker; /* mpi4py's MPI.IN_PLACE, given once by set_in_place */
 
 /* A buffer C-contiguous with the armed length and, for plain buffers, the armed format and
@@ -47,17 +45,17 @@ static PyObject *data_of(const struct pc_lane *lane, PyObject *spec)
     return NULL;
 }
 
-/* One piece of the call: an epoch of pc_exchange_blocks, resumed slice by slice with the GIL
- * released in between for signals. 0 when every process was served, -ETIMEDOUT at the
+/* One piece of the call: an epoch of pc_exchange_blocks, resumed slice by slice (slice_ns, the
+ * longest wait without the GIL, set by papcoll) with the GIL taken in between for signals. 0 when every process was served, -ETIMEDOUT at the
  * deadline, -EPROTO when a process's call differs (x->failed), -1 with a Python error set. */
 static int exchange_piece(const struct pc_exchange *x, const char *src, char *dst, size_t block,
                           size_t len, uint64_t epoch, uint64_t sig, size_t start,
-                          int64_t deadline)
+                          int64_t deadline, int64_t slice_ns)
 {
     size_t left = x->n;
     for (;;) {
         int64_t slice = deadline - pc_now_ns();
-        slice = slice < 0 ? 0 : slice > SLICE_NS ? SLICE_NS : slice;
+        slice = slice < 0 ? 0 : slice > slice_ns ? slice_ns : slice;
         int rc;
         Py_BEGIN_ALLOW_THREADS
         rc = pc_exchange_blocks(x, src, dst, block, len, epoch, sig, start, slice);
@@ -125,7 +123,8 @@ static PyObject *lane_alltoall(PyObject *module, PyObject *const *args, Py_ssize
         do /* at least one piece: a call of empty blocks still meets its peers */
             rc = exchange_piece(x, send + offset, (char *)r.buf + offset, block,
                                 block - offset < x->slot ? block - offset : x->slot,
-                                ++*lane->epoch, lane->sig, lane->start, deadline);
+                                ++*lane->epoch, lane->sig, lane->start, deadline,
+                                lane->slice_ns);
         while (rc == 0 && (offset += x->slot) < block);
         result = rc == 0 ? 1 : rc;
     }

@@ -486,6 +486,48 @@ int pc_cma_collect(const volatile uint64_t *posts, size_t post_stride,
                           timeout_ns, read_block, &r);
 }
 
+void pc_copy_list(char *dst, const size_t *dst_off, const char *src, const size_t *src_off,
+                  size_t count, size_t len)
+{
+    for (size_t k = 0; k < count; k++)
+        memcpy(dst + dst_off[k], src + src_off[k], len);
+}
+
+/* One call of pc_serve_lists: the list, and what a source's post must say. */
+struct serve_lists {
+    const volatile uint64_t *flags;
+    size_t flag_stride;
+    uint64_t target, sig;
+    const size_t *first, *dst_off, *src_off;
+    char *dst;
+    const char *src;
+    size_t len, *failed;
+};
+
+static int copy_source(void *how, size_t i)
+{
+    const struct serve_lists *c = how;
+    if (c->sig && post_sig(post_at(c->flags, c->flag_stride, i), c->target) != c->sig) {
+        *c->failed = i;
+        return -EPROTO;
+    }
+    pc_copy_list(c->dst, c->dst_off + c->first[i], c->src, c->src_off + c->first[i],
+                 c->first[i + 1] - c->first[i], c->len);
+    return 0;
+}
+
+int pc_serve_lists(const volatile uint64_t *flags, size_t flag_stride, uint8_t *pending,
+                   size_t n, uint64_t target, uint64_t sig, size_t start, const size_t *first,
+                   char *dst, const size_t *dst_off, const char *src, const size_t *src_off,
+                   size_t len, size_t *served, size_t max_served, size_t *failed,
+                   int64_t timeout_ns)
+{
+    struct serve_lists c = {flags, flag_stride, target, sig, first, dst_off, src_off,
+                            dst, src, len, failed};
+    return serve_as_ready(flags, flag_stride, pending, n, target, start, served, max_served,
+                          timeout_ns, copy_source, &c);
+}
+
 int pc_wait_all_ge(const volatile uint64_t *flags, size_t flag_stride, uint8_t *pending,
                    size_t n, uint64_t target, int64_t timeout_ns)
 {

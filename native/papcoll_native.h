@@ -209,12 +209,13 @@ int pc_exchange_blocks(const struct pc_exchange *x, const void *src, void *dst, 
  * Python object datatype (compared by identity; the caller keeps it alive). A call moves
  * nbytes / n bytes per process in pieces of at most x->slot, each piece the next epoch of
  * *epoch (a counter shared with every other user of x) with signature sig, serving peers
- * from start and giving up after timeout_ns. x->max_served must be n. */
+ * from start and giving up after timeout_ns; it takes the GIL back every slice_ns to let
+ * signals through. x->max_served must be n. */
 struct pc_lane {
     const struct pc_exchange *x;
     uint64_t *epoch;
     size_t start;
-    int64_t timeout_ns, nbytes, itemsize;
+    int64_t timeout_ns, slice_ns, nbytes, itemsize;
     uint64_t sig;
     char format[16];
     void *datatype;
@@ -235,6 +236,26 @@ int pc_cma_collect(const volatile uint64_t *posts, size_t post_stride,
                    const pid_t *pids, size_t remote_offset, void *dst, size_t dst_stride,
                    size_t len, volatile uint64_t *acks, size_t ack_stride,
                    size_t *served, size_t max_served, size_t *err_peer, int64_t timeout_ns);
+
+/* ---- copy lists (the hierarchical algorithms' intra-node phases) ------------------------ */
+
+/* Copy k (k < count) moves len bytes from src + src_off[k] to dst + dst_off[k]. A base may be
+ * NULL with absolute addresses in its offsets: the lists a Communicator keeps hold the fixed
+ * side (the node segment) absolute and the user's side relative to the call's buffer. */
+void pc_copy_list(char *dst, const size_t *dst_off, const char *src, const size_t *src_off,
+                  size_t count, size_t len);
+
+/* Serve the n sources of a copy list in arrival order: source i, once its flag (at
+ * flags + i * flag_stride) is >= target -- and, when sig != 0, its post's signature for
+ * target is sig (see PC_POST_SIG) --, gets copies first[i] .. first[i + 1] - 1 of the list
+ * (as pc_copy_list, with dst, src and len). pending, served, max_served and the return value
+ * are as for the loops above; a signature that differs returns -EPROTO with *failed = i,
+ * nothing of i copied. */
+int pc_serve_lists(const volatile uint64_t *flags, size_t flag_stride, uint8_t *pending,
+                   size_t n, uint64_t target, uint64_t sig, size_t start, const size_t *first,
+                   char *dst, const size_t *dst_off, const char *src, const size_t *src_off,
+                   size_t len, size_t *served, size_t max_served, size_t *failed,
+                   int64_t timeout_ns);
 
 /* Wait until every pending flag is >= target, clearing pending[i] as flag i
  * gets there. Returns 0, -ETIMEDOUT at the deadline (pending then marks the

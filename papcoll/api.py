@@ -99,11 +99,12 @@ class Communicator(MPI.Intracomm):
     def _full_path(ctx, sendbuf, recvbuf, algorithm):
         send, recv = parse_alltoall(sendbuf, recvbuf, ctx.size)
         name = algorithm or ctx.forced or policy.choose(ctx, recv.block)
-        lookup(name)   # an unknown name is an error even where nothing needs moving
-        if ctx.size == 1:
+        if ctx.size == 1:              # every algorithm is a copy here: only the name counts
+            lookup(name)
             if send is not None:
                 recv.data[:] = send.data
             return
+        ctx.algorithm_class(name)      # an unknown or impossible one: an error, nothing broken
         ctx.calls += 1
         ctx.trace.begin(name, ctx.calls)
         try:

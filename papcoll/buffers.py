@@ -5,6 +5,10 @@ A spec is a buffer, ``[buf, datatype]``, ``[buf, count]``, ``[buf, count, dataty
 elements per peer and ``displ`` an offset in elements; or ``MPI.IN_PLACE`` as sendbuf.
 Only datatypes whose data is contiguous bytes (no gaps, lower bound 0) are accepted:
 papcoll moves bytes, so it must know exactly which bytes a block is.
+
+The shape rules of the fast lanes live here too (:func:`lane_shape`): which checked calls a
+lane may take again without this module; native/papcoll_lane.c re-checks a call against the
+shape it was given, and declines anything else.
 """
 from typing import NamedTuple
 
@@ -210,3 +214,29 @@ def _typename(datatype):
         return datatype.Get_name() or f"(unnamed, {datatype.Get_size()} bytes)"
     except MPI.Exception:
         return "datatype"
+
+
+def lane_shape(sendbuf, recvbuf, recv):
+    """What a lane must match to take calls like this checked one (Lane.arm's keywords), or
+    None: both buffers plain (sendbuf may be IN_PLACE) with one format, or both ``[buf,
+    datatype]`` specs naming the same datatype object; C-contiguous in either case."""
+    specs = [recvbuf] + ([] if sendbuf is MPI.IN_PLACE else [sendbuf])
+    typed = [isinstance(s, (list, tuple)) and len(s) == 2 and s[1] is recv.datatype
+             for s in specs]
+    if all(typed):
+        buffers, shape = [s[0] for s in specs], {"datatype": recv.datatype}
+    elif any(typed) or any(isinstance(s, (list, tuple)) for s in specs):
+        return None                              # other spec forms: the full path's business
+    else:
+        buffers, shape = specs, None
+    try:
+        views = [memoryview(b) for b in buffers]
+    except TypeError:
+        return None
+    if not all(v.c_contiguous for v in views):
+        return None
+    if shape is None:
+        if any(v.format != views[0].format for v in views):
+            return None
+        shape = {"buffer_format": views[0].format, "itemsize": views[0].itemsize}
+    return shape

@@ -74,15 +74,21 @@ class Context:
             raise
         _open[self.token] = self
 
+    def algorithm_class(self, name):
+        """The class of algorithm ``name``, or AlgorithmError if it cannot run here (the same
+        answer on every rank, and nothing is sent: the Communicator stays usable)."""
+        cls = lookup(name)
+        if name not in self.algorithms:
+            reason = cls.unsupported(self)
+            if reason:
+                raise AlgorithmError(f"algorithm {name!r} cannot run here: {reason}")
+        return cls
+
     def algorithm(self, name):
         """The algorithm ``name`` on this Context, set up (collectively) on first use."""
         algo = self.algorithms.get(name)
         if algo is None:
-            cls = lookup(name)
-            reason = cls.unsupported(self)
-            if reason:
-                raise AlgorithmError(f"algorithm {name!r} cannot run here: {reason}")
-            algo = self.algorithms[name] = cls(self)
+            algo = self.algorithms[name] = self.algorithm_class(name)(self)
         return algo
 
     def fail(self, error):

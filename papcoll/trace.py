@@ -14,7 +14,7 @@ class Trace:
 
     def begin(self, algorithm, call):
         self.current = {"algorithm": algorithm, "call": call, "enter": time.monotonic(),
-                        "events": []}
+                        "events": [], "phases": []}
         self.calls.append(self.current)
 
     def event(self, what, peer):
@@ -22,8 +22,22 @@ class Trace:
         "received" (peer's block landed here)."""
         self.current["events"].append((what, peer, time.monotonic()))
 
+    def phase(self, name):
+        """A phase of the call begins (it lasts until the next one, or the call's end)."""
+        self.current["phases"].append((name, time.monotonic()))
+
     def end(self):
         self.current["exit"] = time.monotonic()
+
+
+def phase_times(call):
+    """{phase: seconds} of a recorded call (a phase entered more than once -- one per piece --
+    adds up)."""
+    marks = call["phases"] + [(None, call["exit"])]
+    times = {}
+    for (name, start), (_, stop) in zip(marks, marks[1:]):
+        times[name] = times.get(name, 0.0) + stop - start
+    return times
 
 
 class NoTrace:
@@ -33,6 +47,9 @@ class NoTrace:
         pass
 
     def event(self, what, peer):
+        pass
+
+    def phase(self, name):
         pass
 
     def end(self):

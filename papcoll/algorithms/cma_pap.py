@@ -67,7 +67,7 @@ class CmaPap(IntraNodeAlgorithm):
             self.trace_each("sent", range(self.n))
         self.serve(self.loops, lambda start, timeout: self.loops.cma_collect(
             epoch, sig, start, self.pids, self.me * block, recv.data, block, block,
-            board.my_acks, timeout), "waiting for peers' buffers")
+            board.my_acks, timeout), "waiting for peers' buffers", epoch)
         gone = board.gave_up(range(self.n))
         if gone:                # their buffers may have changed under my reads: not my data
             raise rendezvous.not_coming(self.ctx.comm, f"{self.name} (reading peers' buffers)",

@@ -10,13 +10,7 @@ from .registry import register
 
 @register("direct", "Direct: step i writes to rank+i once that peer advertised (not PAP-aware)")
 class Direct(OneSidedAlgorithm):
+    pap = False
+
     def alltoall(self, send, recv):
-        self.begin(recv.block)
-        send = self.private_send(send, recv)
-        self.advertise(recv)
-        self.copy_own(send, recv, self.ctx.rank)
-        for peer in self.peers:
-            self.wait([peer], self.has_advertised, lambda p: self.write_direct(p, send),
-                      "waiting for a peer's advertisement")
-        self.wait_data(self.peers)
-        self.end()
+        self.zero_copy(send, recv)

@@ -9,17 +9,12 @@ MismatchError. Traces record "sent" for every peer when my blocks become readabl
 post: nothing is sent to anyone in particular) and "received" for each peer as its block is
 copied in.
 """
-import time
-
-from .. import rendezvous
+from .. import progress, rendezvous
 from ..errors import PapcollTimeoutError, TransportError
 from ..native import SignatureMismatch
 from ..progress import Deadline
 from ..trace import NoTrace
 from .registry import Algorithm
-
-SLICE = 0.1   # longest native wait, so that Ctrl-C gets through between slices
-
 
 def spans_nodes(ctx):
     """Why an intra-node algorithm cannot run on ctx (None if all ranks share one node)."""
@@ -46,63 +41,81 @@ class IntraNodeAlgorithm(Algorithm):
         """A call begins: its deadline (the Communicator opens its trace record)."""
         self.deadline = Deadline(self.ctx.timeout)
 
-    def serve(self, loops, collect, what, posts=False):
-        """Call ``collect(start, timeout)`` (a native loop over ``loops``) until it has served
-        every pending peer; each served peer's block has arrived. ``posts``: the first call also
+    def serve(self, loops, collect, what, target, posts=False, names=None, traced=None):
+        """Call ``collect(start, timeout)`` (a native loop over ``loops``, whose flags must
+        reach ``target``) until it has served every pending source; each served source's data
+        has arrived. ``names`` maps the loop's sources to the user ranks blamed when they do
+        not come -- a rank, or a list (default: the node's processes) --, ``traced`` to the
+        lists of user ranks whose
+        blocks a source brings (default: the source's name). ``posts``: the first call also
         posts my blocks (traced as "sent" then). Raises at the deadline, or when a peer's call
         differs."""
-        start = self.start
-        while True:
-            try:
-                served = collect(start, self.left())
-            except SignatureMismatch as err:
-                raise self.mismatch(self.ranks[err.peer], err.theirs, err.mine) from None
-            except TransportError as err:
-                peer = getattr(err, "peer", None)
-                if peer is None:
-                    raise
-                raise TransportError(err.errno, f"{self.name}: rank {self.ranks[peer]}: "
-                                                f"{err}") from None
-            if posts and self.tracing:
-                self.trace_each("sent", range(self.n))
+        loops.start = self.start % loops.n
+        while not self.serve_step(loops, collect, what, target, self.deadline.slice(), names,
+                                  traced, posts):
             posts = False
-            if len(served):
-                start = (int(served[-1]) + 1) % self.n
-                if self.tracing:
-                    self.trace_each("received", served)
-            else:
-                self.still_coming(what, loops, self.board.epoch.value)
-            if not loops.left:
-                return
+
+    def serve_step(self, loops, collect, what, target, seconds, names=None, traced=None,
+                   posts=False):
+        """One native call of :meth:`serve`, waiting at most ``seconds`` (0: a poll; start
+        with ``loops.start = ...``): whether every pending source is served now."""
+        names = self.ranks if names is None else names
+        try:
+            served = collect(loops.start, seconds)
+        except SignatureMismatch as err:
+            raise self.mismatch(names[err.peer], err.theirs, err.mine) from None
+        except TransportError as err:
+            peer = getattr(err, "peer", None)
+            if peer is None:
+                raise
+            raise TransportError(err.errno, f"{self.name}: rank {names[peer]}: {err}") from None
+        if posts and self.tracing:
+            self.trace_each("sent", range(self.n))
+        if len(served):
+            loops.start = (int(served[-1]) + 1) % loops.n
+            if self.tracing:
+                self.trace_each("received", served, traced or [[r] for r in names])
+        elif seconds or self.deadline.expired():
+            self.still_coming(what, loops, target, names)
+        return not loops.left
 
     def wait_all(self, loops, target, what):
         """Wait until every pending flag of ``loops`` is >= target. Raises at the deadline."""
-        while not loops.wait_all(target, self.left()):
-            self.still_coming(what, loops, target)
+        progress.wait(lambda seconds: loops.wait_all(target, seconds), self.deadline,
+                      lambda: self.timeout(what, self.board.user_ranks(loops.missing())),
+                      lambda: self.elsewhere(what, loops, target, self.ranks))
 
-    def still_coming(self, what, loops, target):
+    def still_coming(self, what, loops, target, names):
         """After a native wait on ``loops`` in vain: raise at the deadline, or as soon as one
-        of the peers still missing is known not to come (rendezvous.elsewhere)."""
-        peers = loops.missing()
+        of the sources still missing is known not to come."""
         if self.deadline.expired():
-            raise self.timeout(what, peers)
-        local = dict(zip(self.board.user_ranks(peers), peers))
-        rendezvous.elsewhere(self.ctx.comm, list(local), int, f"{self.name} ({what})",
-                             lambda rank: loops.flags.load(local[rank]) >= target)
+            raise self.timeout(what, _ranks(names, loops.missing()))
+        self.elsewhere(what, loops, target, names)
 
-    def left(self):
-        """Seconds to the deadline, at most SLICE: one native wait."""
-        return min(max(self.deadline.end - time.monotonic(), 0.0), SLICE)
+    def elsewhere(self, what, loops, target, names):
+        """Raise if one of the sources still missing is known not to come (rendezvous)."""
+        source = {rank: q for q in loops.missing() for rank in _ranks(names, [q])}
+        rendezvous.elsewhere(self.ctx.comm, list(source), int, f"{self.name} ({what})",
+                             lambda rank: loops.flags.load(source[rank]) >= target)
 
-    def timeout(self, what, peers):
-        """The timeout error for the local ranks ``peers``: those that gave up on the
-        Communicator themselves are not the ones missing."""
-        gave_up = self.board.gave_up(peers)
-        missing = [q for q in peers if q not in gave_up]
-        return PapcollTimeoutError(f"{self.name} {what}", self.board.user_ranks(missing),
-                                   self.ctx.timeout, self.board.user_ranks(gave_up))
+    def timeout(self, what, ranks):
+        """The timeout error for the user's ``ranks`` still missing: those that gave up on the
+        Communicator themselves (their board word, or their message) are not the cause."""
+        local = [self.ranks.index(r) for r in ranks if r in self.ranks]
+        gave = set(self.board.user_ranks(self.board.gave_up(local)))
+        gave.update(rendezvous.gave_up(self.ctx.comm, [r for r in ranks if r not in gave]))
+        return PapcollTimeoutError(f"{self.name} {what}", [r for r in ranks if r not in gave],
+                                   self.ctx.timeout, sorted(gave))
 
-    def trace_each(self, what, peers):
+    def trace_each(self, what, peers, traced=None):
+        """Trace ``what`` for each rank that ``peers`` (sources of a loop) bring: ``traced``
+        maps a source to its ranks (default: the node's processes), myself left out."""
         for q in peers:
-            if q != self.me:
-                self.ctx.trace.event(what, self.ranks[q])
+            for rank in [self.ranks[q]] if traced is None else traced[q]:
+                if rank != self.ctx.rank:
+                    self.ctx.trace.event(what, rank)
+
+
+def _ranks(names, sources):
+    """The user ranks ``names`` gives the loop's ``sources`` (each a rank or a list)."""
+    return [r for q in sources for r in (names[q] if isinstance(names[q], list) else [names[q]])]

@@ -1,24 +1,29 @@
-"""What the algorithms written on the one-sided transport share: the transport, the calls'
-sequence numbers, advertising the receive buffer, and waiting for peers' data.
+"""PAP Direct as a component (:class:`Exchange`), and what the algorithms written on the
+one-sided transport share.
 
-Every algorithm instance counts its own calls (``epoch``, from 1: the sequence number of its
-DATA notices, one per call and peer) and its own zero-copy calls (``adverts``: the sequence of
-its ADVERT notices), and owns its own transport, so notices of different algorithms never mix.
-Every call of an instance is a full exchange, so no process is ever more than one call ahead
-of a peer: two banks of notice words and of inbox slots, and one advert record per peer,
-suffice (transport/base.py).
+An Exchange runs among the processes of one transport: the whole communicator for ``direct``
+and ``pap_direct``, the nodes' masters for the hierarchical algorithms (shm_direct.py). Its
+ranks map to the user's for errors and traces, and each call says, per peer, what to write
+where and how many bytes to expect -- the masters' aggregates differ in size when nodes do.
+
+Every Exchange counts its own calls (``epoch``, from 1: the sequence number of its DATA
+notices, one per call and peer) and its own zero-copy calls (``adverts``: the sequence of its
+ADVERT notices), and owns its transport, so notices of different algorithms never mix. Every
+call is a full exchange, so no process is ever more than one call ahead of a peer: two banks of
+notice words and of inbox slots, and one advert record per peer, suffice (transport/base.py).
 
 Agreement: a notice is current when its sequence number is the one expected; it must then
-equal, word for word, the notice this rank's own call would send (same signature code, same
-length). An advert record carries the advertiser's whole signature, and a sender writes into
-an advertised buffer only when that signature is its own: a peer whose call differs gets a
-MismatchError here and there, and no byte lands outside the buffer it was meant for.
+equal, word for word, the notice this process's own call expects (same signature code, the
+length agreed for that peer). An advert record carries the advertiser's whole signature, and a
+sender writes into an advertised buffer only when that signature is its own: a peer whose call
+differs gets a MismatchError here and there, and no byte lands outside the buffer it was meant
+for.
 """
 import numpy as np
 
 from .. import rendezvous, signature
 from ..buffers import Message
-from ..errors import PapcollTimeoutError
+from ..errors import MismatchError, PapcollTimeoutError
 from ..progress import Deadline, serve_as_ready
 from ..transport import open_transport
 from ..transport.base import (ADVERT, ADVERT_BYTES, ADVERT_RECORD, ADVERTS, DATA, DESCRIPTOR,
@@ -31,56 +36,66 @@ def successors(rank, size):
     return [(rank + i) % size for i in range(1, size)]
 
 
-class OneSidedAlgorithm(Algorithm):
-    slot = 0   # inbox slot bytes this algorithm needs; subclasses that copy through it set it
+class Exchange:
+    """PAP Direct among the processes of ``transport`` (ranks ``ranks[i]`` in the user's
+    communicator), for ``algo`` (its signatures, its errors, its Communicator's trace)."""
 
-    def __init__(self, ctx):
-        super().__init__(ctx)
+    def __init__(self, algo, transport, ranks):
+        self.algo, self.transport, self.ranks = algo, transport, list(ranks)
+        self.rank, self.size = transport.rank, transport.size
+        self.peers = successors(self.rank, self.size)
+        self.trace = algo.ctx.trace
         self.epoch = self.adverts = 0
-        self.peers = successors(ctx.rank, ctx.size)
-        self.transport = self.open(Deadline(ctx.timeout))
 
-    def open(self, deadline):
-        """Collective: a transport of my own, with inbox slots of ``self.slot`` bytes."""
-        return open_transport(self.ctx.comm, self.slot, deadline)
-
-    def close(self, collective=True):
-        self.transport.close(collective)
-
-    def begin(self, block, scheme=""):
-        """A call begins: its deadline, sequence number and signature."""
+    def begin(self, sig, lengths):
+        """A call begins: its deadline, sequence number and signature ``sig``; ``lengths``: the
+        bytes each peer's DATA notice carries (one number for all, or a list by peer)."""
         self.epoch += 1
-        self.deadline = Deadline(self.ctx.timeout)
-        self.sig = self.signature(block, scheme)
+        self.deadline = Deadline(self.algo.ctx.timeout)
+        self.sig = sig
         self.data = self.transport.board(DATA, self.epoch % 2)   # live: polls update it
-        self.expected = notice_word(self.epoch, self.codes[scheme], block)
+        code = signature.code_of(sig)
+        self.expected = (notice_word(self.epoch, code, lengths) if isinstance(lengths, int)
+                         else [notice_word(self.epoch, code, n) for n in lengths])
 
     def end(self):
         self.transport.complete()
 
+    def notice(self):
+        return DATA, self.epoch, signature.code_of(self.sig)
+
+    def put(self, peer, dest, offset, data):
+        """Write ``data`` at ``offset`` of ``dest`` at ``peer``, with this call's DATA notice."""
+        self.transport.put(peer, dest, offset, data, notice=self.notice())
+        self.trace.event("sent", self.ranks[peer])
+
     # ---- notices -----------------------------------------------------------------------------
 
     def landed(self, peer):
-        """Whether ``peer``'s block of this call has landed (a notice of another call shape
+        """Whether ``peer``'s data of this call has landed (a notice of another call shape
         raises MismatchError)."""
         word = int(self.data[peer])
         if seq_of(word) != self.epoch & SEQ_MASK:
             return False
-        if word != self.expected:
-            raise self.mismatch(peer, signature.make(code_of(word), length_of(word)), self.sig)
+        expected = self.expected if isinstance(self.expected, int) else self.expected[peer]
+        if word != expected:
+            raise self.mismatch(peer, signature.make(code_of(word), length_of(word)))
         return True
 
-    def advertise(self, recv):
-        """Expose my receive buffer and tell every peer where it is, for which call and
-        signature: my arrival signal."""
+    def mismatch(self, peer, theirs):
+        return self.algo.mismatch(self.ranks[peer], theirs, self.sig)
+
+    def advertise(self, array):
+        """Expose ``array`` (my receive buffer) and tell every peer where it is, for which call
+        and signature: my arrival signal."""
         self.adverts += 1
         self.advert_board = self.transport.board(ADVERT, self.adverts % 2)
-        record = ADVERT_RECORD.pack(*DESCRIPTOR.unpack(self.transport.expose(recv.data)),
+        record = ADVERT_RECORD.pack(*DESCRIPTOR.unpack(self.transport.expose(array)),
                                     self.epoch, self.sig)
         source = np.frombuffer(record, np.uint8)
         notice = (ADVERT, self.adverts, signature.code_of(self.sig))
         for peer in self.peers:
-            self.transport.put(peer, ADVERTS, self.ctx.rank * ADVERT_BYTES, source, notice=notice)
+            self.transport.put(peer, ADVERTS, self.rank * ADVERT_BYTES, source, notice=notice)
 
     def has_advertised(self, peer):
         """Whether ``peer`` advertised for this call; its record must be for my call shape."""
@@ -93,7 +108,7 @@ class OneSidedAlgorithm(Algorithm):
         """The descriptor ``peer`` advertised for this call, after checking its signature."""
         *where, epoch, sig = ADVERT_RECORD.unpack(self.transport.advert(peer))
         if sig != self.sig or epoch != self.epoch:
-            raise self.mismatch(peer, sig, self.sig)
+            raise self.mismatch(peer, sig)
         return DESCRIPTOR.pack(*where)
 
     def advertised_ahead(self, peer):
@@ -102,46 +117,146 @@ class OneSidedAlgorithm(Algorithm):
         ahead = self.adverts + 1
         if seq_of(int(self.transport.board(ADVERT, ahead % 2)[peer])) != ahead & SEQ_MASK:
             return False
-        raise self.mismatch(peer, ADVERT_RECORD.unpack(self.transport.advert(peer))[-1],
-                            self.sig)
+        raise self.mismatch(peer, ADVERT_RECORD.unpack(self.transport.advert(peer))[-1])
 
-    # ---- writing and waiting -----------------------------------------------------------------
+    # ---- the schemes -------------------------------------------------------------------------
 
-    def write_direct(self, peer, send):
-        """Write my block for ``peer`` straight into the buffer ``peer`` advertised."""
-        self.transport.put(peer, self.descriptor(peer), self.ctx.rank * send.block,
-                           send.block_of(peer), notice=self.notice())
-        self.ctx.trace.event("sent", peer)
+    def copy_based(self, send_to, serve, what, gather=None):
+        """The copy-based PAP Direct: ``send_to(q)`` writes my data for q (with ``put``: it
+        never waits), ``serve(q)`` takes q's data once it has landed. Data found from q means
+        q has arrived, so q is served first, and sent to first; idle time goes to writing to
+        peers not seen yet. ``gather`` (optional: the hierarchical masters' local phase) is
+        polled while it returns False -- my data is not complete yet, so nothing is sent, but
+        peers' data is served as it lands; ``gather(seconds)`` waits at most that long and says
+        whether my data is complete. A rank that finds a disagreement still writes to every
+        peer before it raises (once its data is complete), so that they see it too."""
+        unsent, waiting = dict.fromkeys(self.peers), dict.fromkeys(self.peers)
+        complete = [gather is None]
 
-    def notice(self):
-        return DATA, self.epoch, signature.code_of(self.sig)
+        def send(peer):
+            del unsent[peer]
+            send_to(peer)
 
-    def wait_data(self, pending, on_landed=None):
-        """Wait until the blocks of ``pending`` peers have landed, handling each as it does."""
+        def arrived(peer):
+            self.trace.event("seen", self.ranks[peer])
+            if peer in unsent and complete[0]:
+                send(peer)
+            serve(peer)
+            del waiting[peer]
+            self.trace.event("received", self.ranks[peer])
+
+        def idle():
+            self.transport.poll()
+            if not complete[0]:
+                complete[0] = gather(0)
+                return complete[0]
+            if unsent:
+                send(next(iter(unsent)))
+                return True
+            for peer in waiting:                       # or is it in another call?
+                self.advertised_ahead(peer)
+            return False
+
+        try:
+            self.wait(self.peers, self.landed, arrived, what, idle)
+            while not complete[0]:                     # everyone's data came before mine was
+                complete[0] = gather(self.deadline.slice())      # complete: finish, send it
+            for peer in list(unsent):
+                send(peer)
+        except MismatchError:
+            if complete[0]:
+                for peer in list(unsent):
+                    send(peer)
+            raise
+
+    def in_order(self, send_to, serve, what):
+        """Direct with writes that never wait: write to rank + i at step i, then take each
+        peer's data as it lands."""
+        for peer in self.peers:
+            send_to(peer)
+        self.wait_data(self.peers, serve, what)
+
+    def wait_data(self, pending, serve=None, what="waiting for data"):
+        """Wait until the data of ``pending`` peers has landed, handling each as it does."""
         def landed(peer):
-            if on_landed is not None:
-                on_landed(peer)
-            self.ctx.trace.event("received", peer)
+            if serve is not None:
+                serve(peer)
+            self.trace.event("received", self.ranks[peer])
 
-        self.wait(pending, self.landed, landed, "waiting for data")
+        self.wait(pending, self.landed, landed, what)
 
     def wait(self, pending, ready, serve, what, idle=None):
+        """serve_as_ready over the transport, naming the user's ranks: those that gave up
+        themselves are not blamed, and a peer known not to come ends the wait early."""
         if idle is None:
             def idle():
                 self.transport.poll()      # drives progress of writes into my memory
                 return False
+        comm, doing = self.algo.ctx.comm, f"{describe(self.sig)} ({what})"
+        ranks = self.ranks
         try:
-            serve_as_ready(pending, ready, serve, self.deadline, f"{self.name} {what}", idle=idle,
+            serve_as_ready(pending, ready, serve, self.deadline, f"{self.algo.name} {what}",
+                           ranks=lambda peers: [ranks[q] for q in peers], idle=idle,
                            check=lambda still: rendezvous.elsewhere(
-                               self.ctx.comm, still, int, f"{describe(self.sig)} ({what})",
-                               lambda peer: self.transport.poll() or ready(peer)))
-        except PapcollTimeoutError as err:   # those that gave up themselves are not the cause
-            gave = rendezvous.gave_up(self.ctx.comm, err.missing)
-            raise PapcollTimeoutError(f"{self.name} {what}",
+                               comm, [ranks[q] for q in still], int, doing,
+                               lambda rank: self.transport.poll() or ready(ranks.index(rank))))
+        except PapcollTimeoutError as err:
+            gave = rendezvous.gave_up(comm, err.missing)
+            raise PapcollTimeoutError(f"{self.algo.name} {what}",
                                       [q for q in err.missing if q not in gave], err.timeout,
                                       gave) from None
 
-    def private_send(self, send, recv):
+
+class OneSidedAlgorithm(Algorithm):
+    """An algorithm that is one Exchange over the whole communicator."""
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        transport = open_transport(ctx.comm, self.inbox_bytes(ctx.size),
+                                   Deadline(ctx.timeout))
+        self.exchange = Exchange(self, transport, range(ctx.size))
+
+    def inbox_bytes(self, size):
+        """Inbox bytes this algorithm needs (those that copy through it say how many)."""
+        return 0
+
+    def close(self, collective=True):
+        self.exchange.transport.close(collective)
+
+    def zero_copy(self, send, recv, scheme=""):
+        """Direct's zero-copy scheme, PAP-aware or in step order (``direct``): advertise my
+        receive buffer, write into every peer's as soon as it has advertised, wait for the
+        data; the blocks that land while peers are missing are noted as they do."""
+        x = self.exchange
+        x.begin(self.signature(recv.block, scheme), recv.block)
+        send = self.private_send(send, recv)
+        x.advertise(recv.data)
+        self.copy_own(send, recv, x.rank)
+        me = x.rank
+
+        def write(peer):
+            x.put(peer, x.descriptor(peer), me * send.block, send.block_of(peer))
+
+        if self.pap:
+            unlanded = dict.fromkeys(x.peers)
+
+            def idle():                  # while peers are missing, note the blocks that land
+                x.transport.poll()
+                for peer in [p for p in unlanded if x.landed(p)]:
+                    del unlanded[peer]
+                    x.trace.event("received", x.ranks[peer])
+                return False
+
+            x.wait(x.peers, x.has_advertised, write, "waiting for advertisements", idle=idle)
+            x.wait_data(list(unlanded))
+        else:
+            for peer in x.peers:         # step order: wait for that very peer
+                x.wait([peer], x.has_advertised, write, "waiting for a peer's advertisement")
+            x.wait_data(x.peers)
+        x.end()
+
+    @staticmethod
+    def private_send(send, recv):
         """The send blocks, copied out of ``recv`` for MPI.IN_PLACE when peers write into it."""
         if send is not None:
             return send

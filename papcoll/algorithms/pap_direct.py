@@ -22,11 +22,11 @@ that finds a disagreement still writes to the peers it has not written to (its b
 slot at every peer, whatever theirs) before it raises, so that they see it as well.
 """
 from .. import config, rendezvous
-from ..errors import ConfigError, MismatchError
+from ..errors import ConfigError
 from ..progress import Deadline
-from ..transport import transport_class
+from ..transport import open_transport, transport_class
 from ..transport.base import INBOX
-from .onesided import OneSidedAlgorithm
+from .onesided import Exchange, OneSidedAlgorithm
 from .registry import describe, register
 
 INBOX_LIMIT = 64 << 20   # bytes of inbox (2 banks x N slots) a process may hold by default
@@ -47,84 +47,52 @@ def copy_threshold(transport, size):
 @register("pap_direct", "PAP-aware Direct: copy-based for small blocks, zero-copy for large")
 class PapDirect(OneSidedAlgorithm):
     schemes = ("copy-based", "zero-copy")
+    pap = True
 
     def __init__(self, ctx):
         self.slot = copy_threshold(transport_class(), ctx.size)
         super().__init__(ctx)
 
+    def inbox_bytes(self, size):
+        return 2 * size * self.slot              # two banks of a slot per peer
+
     def alltoall(self, send, recv):
         if recv.block <= self.slot:
             self.copy_based(send, recv)
         else:
-            self.zero_copy(send, recv)
-
-    def zero_copy(self, send, recv):
-        self.begin(recv.block, "zero-copy")
-        send = self.private_send(send, recv)
-        self.advertise(recv)
-        self.copy_own(send, recv, self.ctx.rank)
-        unlanded = dict.fromkeys(self.peers)
-
-        def idle():                  # while peers are missing, note the blocks that land
-            self.transport.poll()
-            for peer in [p for p in unlanded if self.landed(p)]:
-                del unlanded[peer]
-                self.ctx.trace.event("received", peer)
-            return False
-
-        self.wait(self.peers, self.has_advertised, lambda peer: self.write_direct(peer, send),
-                  "waiting for advertisements", idle=idle)
-        self.wait_data(list(unlanded))
-        self.end()
+            self.zero_copy(send, recv, "zero-copy")
 
     def copy_based(self, send, recv):
-        self.begin(recv.block, "copy-based")
-        me, epoch, block = self.ctx.rank, self.epoch, recv.block
-        bank = epoch % 2
+        """Write my block for q into my slot of q's inbox (bank = the call's parity); copy q's
+        block out of its slot in mine once it has landed."""
+        x = self.exchange
+        block = recv.block
+        x.begin(self.signature(block, "copy-based"), block)
+        me, n, slot, bank = x.rank, x.size, self.slot, x.epoch % 2
         source = send if send is not None else recv       # in place: a block is sent before
-        unsent = dict.fromkeys(self.peers)                 # the peer's block overwrites it
-        waiting = dict.fromkeys(self.peers)
-        notice = self.notice()
+        inbox = x.transport.inbox                          # the peer's block overwrites it
 
         def send_to(peer):
-            self.transport.put(peer, INBOX, (bank * self.ctx.size + me) * self.slot,
-                               source.block_of(peer), notice=notice)
-            del unsent[peer]
-            self.ctx.trace.event("sent", peer)
+            x.put(peer, INBOX, (bank * n + me) * slot, source.block_of(peer))
 
-        def serve(peer):                                  # peer's data is here: it has arrived
-            self.ctx.trace.event("seen", peer)
-            if peer in unsent:
-                send_to(peer)
-            recv.block_of(peer)[:] = self.transport.inbox_slot(bank, peer)[:block]
-            del waiting[peer]
-            self.ctx.trace.event("received", peer)
-
-        def idle():                                       # nobody new: write to a late peer
-            self.transport.poll()
-            if unsent:
-                send_to(next(iter(unsent)))
-                return True
-            for peer in waiting:                          # or one that is in another call?
-                self.advertised_ahead(peer)
-            return False
+        def serve(peer):
+            at = (bank * n + peer) * slot
+            recv.block_of(peer)[:] = inbox[at:at + block]
 
         self.copy_own(send, recv, me)
-        try:
-            self.wait(self.peers, self.landed, serve, "waiting for data", idle=idle)
-        except MismatchError:
-            for peer in list(unsent):                     # so that every peer sees it too:
-                send_to(peer)                             # these writes wait for nobody
-            raise
-        self.end()
+        x.copy_based(send_to, serve, "waiting for data")
+        x.end()
 
 
 @register("pap_direct_zcopy", "PAP-aware Direct, zero-copy scheme at every size")
 class PapDirectZeroCopy(PapDirect):
     schemes = ("zero-copy",)
 
+    def inbox_bytes(self, size):
+        return 0
+
     def alltoall(self, send, recv):
-        self.zero_copy(send, recv)
+        self.zero_copy(send, recv, "zero-copy")
 
 
 @register("pap_direct_copy", "PAP-aware Direct, copy-based scheme at every size")
@@ -136,7 +104,11 @@ class PapDirectCopy(PapDirect):
             deadline = Deadline(self.ctx.timeout)
             rendezvous.agree(self.ctx.comm, f"{describe(self.signature(recv.block, 'copy-based'))}"
                                             f": growing the inbox", deadline)
-            self.transport.close()
+            old = self.exchange
+            old.transport.close()
             self.slot = recv.block
-            self.transport = self.open(deadline)
+            self.exchange = Exchange(self, open_transport(self.ctx.comm,
+                                                          self.inbox_bytes(self.ctx.size),
+                                                          deadline), range(self.ctx.size))
+            self.exchange.epoch, self.exchange.adverts = old.epoch, old.adverts
         self.copy_based(send, recv)

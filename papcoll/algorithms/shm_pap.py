@@ -26,40 +26,14 @@ carries the signature of the whole call, so calls that disagree on the size are 
 first piece; a call of empty blocks is one piece of none (its peers still see it).
 
 The lane: once a call with plain buffers has gone through papcoll's full checks, calls of the
-same shape (format, item size, length) skip Python altogether (native/papcoll_lane.c): for
-small blocks the Python steps around the exchange cost more than the exchange.
+same shape (buffers.lane_shape: format, item size, length) skip Python altogether
+(native/papcoll_lane.c): for small blocks the Python steps around the exchange cost more than
+the exchange.
 """
-from mpi4py import MPI
-
 from .. import native
+from ..buffers import lane_shape
 from .intranode import IntraNodeAlgorithm
 from .registry import register
-
-
-def lane_shape(sendbuf, recvbuf, recv):
-    """What a lane must match to take calls like this checked one (Lane.arm's keywords), or
-    None: both buffers plain (sendbuf may be IN_PLACE) with one format, or both ``[buf,
-    datatype]`` specs naming the same datatype object; C-contiguous in either case."""
-    specs = [recvbuf] + ([] if sendbuf is MPI.IN_PLACE else [sendbuf])
-    typed = [isinstance(s, (list, tuple)) and len(s) == 2 and s[1] is recv.datatype
-             for s in specs]
-    if all(typed):
-        buffers, shape = [s[0] for s in specs], {"datatype": recv.datatype}
-    elif any(typed) or any(isinstance(s, (list, tuple)) for s in specs):
-        return None                              # other spec forms: the full path's business
-    else:
-        buffers, shape = specs, None
-    try:
-        views = [memoryview(b) for b in buffers]
-    except TypeError:
-        return None
-    if not all(v.c_contiguous for v in views):
-        return None
-    if shape is None:
-        if any(v.format != views[0].format for v in views):
-            return None
-        shape = {"buffer_format": views[0].format, "itemsize": views[0].itemsize}
-    return shape
 
 
 @register("shm_pap", "PAP-aware intra-node alltoall copying through a shared segment "
@@ -98,7 +72,7 @@ class ShmPap(IntraNodeAlgorithm):
         if rc == native.EPROTO:
             err = lane.mismatch()
             return self.mismatch(self.ranks[err.peer], err.theirs, err.mine)
-        return self.timeout("waiting for peers' posts", self.loops.missing())
+        return self.timeout("waiting for peers' posts", self.board.user_ranks(self.loops.missing()))
 
     def exchange(self, source, dest, block, length, sig):
         """One epoch: post ``length`` bytes of each block of ``source`` (blocks ``block`` bytes
@@ -108,7 +82,7 @@ class ShmPap(IntraNodeAlgorithm):
         epoch = loops.next_epoch()                # the board's counter, the lanes' too
         self.serve(loops, lambda start, timeout: loops.exchange(
             source, dest, block, length, epoch, sig, start, timeout), "waiting for peers' posts",
-            posts=True)
+            epoch, posts=True)
 
     def close(self, collective=True):
         for lane in self.lanes.values():

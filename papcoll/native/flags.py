@@ -6,7 +6,7 @@ may exceed 8 bytes, so flags can be padded to cache lines: ``Flags(segment_u64[:
 :class:`Flags` object in hot loops: it validates the array once and caches its address (finding
 an array's address costs about a microsecond); the module-level functions validate on every
 call. Every wait is bounded: timeouts are finite seconds >= 0 (0 = test once), and a long wait
-runs in slices of at most 0.1 s so that Ctrl-C gets through.
+runs in slices of at most progress.SLICE so that Ctrl-C gets through.
 """
 import os
 

@@ -9,9 +9,10 @@ import os
 import numpy as np
 from mpi4py import MPI
 
+from ..progress import SLICE
+
 IOV_MAX = os.sysconf("SC_IOV_MAX")
 
-SLICE_NS = 100_000_000  # longest single native wait, so signals are handled
 ETIMEDOUT = -errno.ETIMEDOUT
 ENOENT = -errno.ENOENT
 EPROTO = -errno.EPROTO
@@ -45,6 +46,9 @@ def _load():
                                      size, size, ptr, size, ptr, size, c.POINTER(size), i64]),
         ("pc_wait_all_ge", c.c_int, [ptr, size, ptr, size, u64, i64]),
         ("pc_exchange_blocks", c.c_int, [ptr, ptr, ptr, size, size, u64, u64, size, i64]),
+        ("pc_copy_list", None, [ptr, ptr, ptr, ptr, size, size]),
+        ("pc_serve_lists", c.c_int, [ptr, size, ptr, size, u64, u64, size, ptr, ptr, ptr, ptr,
+                                     ptr, size, ptr, size, ptr, i64]),
     ]:
         fn = getattr(lib, name)
         fn.restype, fn.argtypes = restype, argtypes
@@ -135,13 +139,13 @@ def uint_vector(values, what):
 
 
 def sliced(fn, args, timeout):
-    """Call fn(*args, timeout_ns) in slices of at most SLICE_NS until it does
+    """Call fn(*args, timeout_ns) in slices of at most progress.SLICE until it does
     not time out or the whole timeout is used up; return its last result. A
     timed-out slice has lasted at least its length, so no clock is needed."""
-    ns = timeout_ns(timeout)
+    ns, slice_ns = timeout_ns(timeout), timeout_ns(SLICE)
     while True:
-        rc = fn(*args, min(ns, SLICE_NS))
-        if rc != ETIMEDOUT or ns <= SLICE_NS:
+        rc = fn(*args, min(ns, slice_ns))
+        if rc != ETIMEDOUT or ns <= slice_ns:
             return rc
-        ns -= SLICE_NS
+        ns -= slice_ns
 

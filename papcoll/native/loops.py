@@ -21,6 +21,7 @@ from mpi4py import MPI
 
 from .cma import cma_error
 from .flags import Flags
+from ..progress import SLICE
 from .lib import (ENOENT, EPROTO, ETIMEDOUT, address, bytes_view, check_index, lane_alltoall,
                   lib, sliced, start_index, timeout_ns)
 
@@ -165,7 +166,8 @@ class _Exchange(ctypes.Structure):     # struct pc_exchange
 
 class _Lane(ctypes.Structure):         # struct pc_lane
     _fields_ = [("x", ctypes.c_void_p), ("epoch", ctypes.c_void_p), ("start", ctypes.c_size_t),
-                ("timeout_ns", ctypes.c_int64), ("nbytes", ctypes.c_int64),
+                ("timeout_ns", ctypes.c_int64), ("slice_ns", ctypes.c_int64),
+                ("nbytes", ctypes.c_int64),
                 ("itemsize", ctypes.c_int64), ("sig", ctypes.c_uint64),
                 ("format", ctypes.c_char * 16), ("datatype", ctypes.c_void_p),
                 ("armed", ctypes.c_int)]
@@ -250,6 +252,7 @@ class Lane:
             lane.format, lane.itemsize, lane.nbytes, lane.sig = code, itemsize, nbytes, sig
             lane.datatype = None if datatype is None else id(datatype)
             lane.start, lane.timeout_ns = start_index(start, n), timeout_ns(timeout)
+            lane.slice_ns = timeout_ns(SLICE)
             lane.armed = 1
         return bool(lane.armed)
 
@@ -260,3 +263,80 @@ class Lane:
 
     def disarm(self):
         self._lane.armed = 0
+
+
+class CopyList:
+    """A copy list (pc_copy_list, pc_serve_lists), validated once: source i owns copies
+    ``first[i]`` .. ``first[i + 1] - 1``, copy k moving up to ``length`` bytes from src +
+    ``src[k]`` to dst + ``dst[k]``. The ``relative`` side(s) ("src", "dst" or "both") are
+    offsets into the buffers a call passes, checked against them per call (O(1): the list's
+    reach is known); the other side's are absolute addresses in memory papcoll laid out (the
+    node segment), where ``length`` is the most that fits each place."""
+
+    def __init__(self, first, dst, src, length, relative):
+        self.first = np.ascontiguousarray(first, np.uintp)
+        self.dst = np.ascontiguousarray(dst, np.uintp)
+        self.src = np.ascontiguousarray(src, np.uintp)
+        if not (self.first.ndim == 1 and self.first[0] == 0
+                and self.first[-1] == self.dst.size == self.src.size
+                and (np.diff(self.first.astype(np.int64)) >= 0).all()):
+            raise ValueError("a copy list's sources must own consecutive runs of its copies")
+        if relative not in ("src", "dst", "both"):
+            raise ValueError(f"relative must be src, dst or both, not {relative!r}")
+        self.n, self.length = self.first.size - 1, operator.index(length)
+        self.reach = {side: int(offsets.max()) if offsets.size else 0 for side, offsets in
+                      (("dst", self.dst), ("src", self.src)) if relative in (side, "both")}
+        self._first, self._dst, self._src = (address(a) for a in (self.first, self.dst,
+                                                                  self.src))
+
+    def bases(self, length, dst, src):
+        """(dst base, src base) for a call copying ``length`` bytes, after checking that the
+        list stays inside the buffers of its relative side(s)."""
+        if not 0 <= length <= self.length:
+            raise ValueError(f"copies of {length} bytes in a list of places of {self.length}")
+        bases = []
+        for side, buf in (("dst", dst), ("src", src)):
+            if (side in self.reach) != (buf is not None):
+                raise ValueError(f"{side}: a buffer for the relative side(s) {set(self.reach)}")
+            if buf is None:
+                bases.append(None)
+                continue
+            view = MPI.buffer(buf)
+            if (side == "dst" and view.readonly) or self.reach[side] + length > view.nbytes:
+                raise ValueError(f"{side}: a copy list reaching {self.reach[side] + length} "
+                                 f"bytes does not fit a buffer of {view.nbytes}")
+            bases.append(view.address)
+        return bases
+
+    def copy(self, length, dst=None, src=None):
+        """Every copy of the list, ``length`` bytes each."""
+        to, of = self.bases(length, dst, src)
+        lib.pc_copy_list(to, self._dst, of, self._src, self.dst.size, length)
+
+
+class ListLoops(PeerLoops):
+    """:class:`PeerLoops` serving the sources of a :class:`CopyList` as their flags rise:
+    ``flags`` (a Flags of ``lists.n``) are the sources' flags, posts when their signature is
+    checked."""
+
+    def __init__(self, flags, lists, batch=None):
+        super().__init__(flags, batch)
+        if lists.n != self.n:
+            raise ValueError(f"{lists.n} sources in the copy list for {self.n} flags")
+        self.lists = lists
+        self.failed = ctypes.c_size_t()
+
+    def serve(self, target, sig, start, timeout, length, dst=None, src=None):
+        """Copy each pending source's part (``length`` bytes a copy) once its flag is >=
+        target (and, unless sig is 0, its post's signature is sig), in arrival order from
+        ``start``. Returns the sources this call served, empty after timeout seconds;
+        SignatureMismatch if one differs."""
+        x = self.lists
+        to, of = x.bases(length, dst, src)
+        rc = lib.pc_serve_lists(
+            self.flags.address, self.flags.stride, self._pending, self.n, target, sig,
+            start_index(start, self.n), x._first, to, x._dst, of, x._src, length,
+            self._served, self.batch, ctypes.addressof(self.failed), timeout_ns(timeout))
+        if rc == EPROTO:
+            raise self.mismatch(self.failed.value, target, sig)
+        return self._served_now(rc)

@@ -25,11 +25,10 @@ k is the one ``papcoll.bench cma-model`` measured on this machine when ``PAPCOLL
 names its result, else ``THROTTLE``.
 """
 import os
-import time
 
 import numpy as np
 
-from .. import config, native, rendezvous, signature
+from .. import config, native, progress, rendezvous, signature
 from ..errors import PapcollTimeoutError, TransportError
 from ..progress import Deadline
 from .board import primitive_lines, publish
@@ -132,17 +131,17 @@ class CmaNode:
 
     def wait(self, flags, index, epoch, what):
         """Wait until ``flags[index] >= epoch`` or raise naming local rank ``index``."""
-        while not flags.wait_ge(index, epoch, self._left()):
-            if self.deadline.expired():
-                raise PapcollTimeoutError(f"CMA {what}", [self.ranks[index]], self.timeout)
+        progress.wait(lambda seconds: flags.wait_ge(index, epoch, seconds), self.deadline,
+                      lambda: PapcollTimeoutError(f"CMA {what}", [self.ranks[index]],
+                                                  self.timeout))
 
     def wait_all(self, flags, peers, epoch, what):
         """Wait until ``flags[q] >= epoch`` for every q in peers, or raise naming the missing."""
         loops = native.PeerLoops(flags)
         loops.expect(peers)
-        if not loops.wait_all(epoch, self._left()):
-            raise PapcollTimeoutError(f"CMA {what}", self.user_ranks(loops.missing()),
-                                      self.timeout)
+        progress.wait(lambda seconds: loops.wait_all(epoch, seconds), self.deadline,
+                      lambda: PapcollTimeoutError(f"CMA {what}", self.user_ranks(loops.missing()),
+                                                  self.timeout))
 
     def user_ranks(self, peers):
         return [self.ranks[q] for q in peers]
@@ -150,9 +149,6 @@ class CmaNode:
     def address(self, peer):
         """The buffer address ``peer`` published (read after its flag)."""
         return native.post_word(self.posts, peer, native.POST_ADDR)
-
-    def _left(self):
-        return max(self.deadline.end - time.monotonic(), 0.0)
 
     def _others(self, root):
         return [q for q in range(self.n) if q != root]
@@ -218,7 +214,7 @@ class CmaNode:
         while self.loops.left:
             if not len(self.loops.cma_collect(epoch, signature.make(PRIMITIVE, size),
                                               (root + 1) % self.n, self.pids, 0, recv, size,
-                                              size, self.my_acks, min(self._left(), 0.1))) \
+                                              size, self.my_acks, self.deadline.slice())) \
                     and self.deadline.expired():
                 raise PapcollTimeoutError("CMA gather: waiting for processes",
                                           self.user_ranks(self.loops.missing()), self.timeout)
@@ -248,7 +244,7 @@ class CmaNode:
         out = np.empty(self.n, np.intp)
         start = (root + 1) % self.n
         while pending.any():
-            ready = self.posts.wait_ready_ge(pending, epoch, min(self._left(), 0.1), start, out)
+            ready = self.posts.wait_ready_ge(pending, epoch, self.deadline.slice(), start, out)
             if not len(ready) and self.deadline.expired():
                 raise PapcollTimeoutError(f"CMA {what}",
                                           self.user_ranks(np.flatnonzero(pending)), self.timeout)

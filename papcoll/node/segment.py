@@ -1,8 +1,10 @@
 """The node segment: shared memory that the processes of one node poll and copy through.
 
 Layout (Graham & Shipman): for each of the n local processes a page-aligned **control page**,
-then for each a page-aligned **data region**. Process i writes only its own control page and
-data region; others only read them, so there are no locks and no two writers on a cache line.
+then for each a page-aligned **data region**, then (optionally) one page-aligned **shared
+area**. Process i writes only its own control page and data region; others only read them, so
+there are no locks and no two writers on a cache line. The shared area is laid out by its user
+into places each written by one process (or one remote master, through the transport).
 Flags inside a control page sit on separate cache lines (``LINE`` bytes apart), and the same
 flag of every process is one strided array: ``words(offset)`` -- the form the native waits take.
 
@@ -40,17 +42,20 @@ def round_up(nbytes, unit):
 class Segment:
     """Collective over ``members`` (ranks of ``comm``, ascending, all of it by default), bounded
     by ``deadline``: map one shared segment with a control page of ``control_bytes`` and a data
-    region of ``data_bytes`` per process (both rounded up to whole pages), zero-filled. Process
-    i is ``members[i]``; the first creates the segment. ``close()`` is local and safe twice.
-    ``ranks`` maps ranks of ``comm`` to the user's, for errors."""
+    region of ``data_bytes`` per process, and a shared area of ``shared_bytes`` (all rounded up
+    to whole pages), zero-filled. Process i is ``members[i]``; the first creates the segment.
+    ``close()`` is local and safe twice. ``ranks`` maps ranks of ``comm`` to the user's, for
+    errors."""
 
-    def __init__(self, comm, control_bytes, data_bytes, deadline, members=None, ranks=None):
+    def __init__(self, comm, control_bytes, data_bytes, deadline, members=None, ranks=None,
+                 shared_bytes=0):
         members = list(range(comm.Get_size()) if members is None else members)
         self.n, self.me = len(members), members.index(comm.Get_rank())
         self.control_stride = round_up(max(control_bytes, 1), PAGE)
         self.region_stride = round_up(data_bytes, PAGE)
         self.data_offset = self.n * self.control_stride
-        self.nbytes = self.data_offset + self.n * self.region_stride
+        self.shared_offset = self.data_offset + self.n * self.region_stride
+        self.nbytes = self.shared_offset + round_up(shared_bytes, PAGE)
         self._map = None
         meet = lambda what, value: rendezvous.exchange(comm, what, value, deadline, members, ranks)
         name = _create(self.nbytes) if self.me == 0 else None
@@ -93,6 +98,11 @@ class Segment:
         """Process i's data region (uint8)."""
         start = self.data_offset + i * self.region_stride
         return self.array[start:start + self.region_stride]
+
+    @property
+    def shared(self):
+        """The shared area (uint8)."""
+        return self.array[self.shared_offset:]
 
     @property
     def regions(self):

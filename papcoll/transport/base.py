@@ -15,8 +15,10 @@ peers can write into:
 * **ADVERTS**: one record of ``ADVERT_BYTES`` per peer, written only by that peer: where its
   exposed receive buffer is (``DESCRIPTOR``: address, bytes, rkey), which call it is for, and
   that call's full signature.
-* **INBOX**: 2 banks x ``size`` slots of ``slot`` bytes; slot [bank][q] written only by peer q
-  (copy-based scheme: the bank is the call's parity, see algorithms/pap_direct.py).
+* **INBOX**: memory peers write into at offsets the caller's algorithm lays out (pap_direct: 2
+  banks x ``size`` slots, the bank being the call's parity). The transport allocates it, or
+  exposes memory the caller supplies -- the hierarchical algorithms' node segment, which
+  remote masters write into directly.
 
 ``put(..., notice=(kind, seq, code))`` makes the notice visible only after the data: a reader
 that finds the sequence number it expects in a notice word may read the data, and checks the
@@ -64,18 +66,21 @@ class Transport:
         """A one-line description of whether this transport can be used here, and on what."""
         raise NotImplementedError
 
-    def __init__(self, comm, slot, deadline):
+    def __init__(self, comm, inbox, deadline):
+        """Collective over ``comm``, bounded by ``deadline``. ``inbox``: how many bytes of inbox
+        to allocate, or a writable C-contiguous uint8 array the caller owns (and keeps alive
+        while the transport lives) to expose as the inbox."""
         self.comm = comm
         self.rank, self.size = comm.Get_rank(), comm.Get_size()
-        self.slot = slot
 
     def board(self, kind, bank):
         """My notice words of ``kind`` in ``bank``: a live uint64 array, entry q = q's last
         notice word there (up to date as of the last ``poll``)."""
         raise NotImplementedError
 
-    def inbox_slot(self, bank, peer):
-        """My inbox slot written by ``peer`` in ``bank`` (a uint8 array)."""
+    @property
+    def inbox(self):
+        """My inbox (a uint8 array): where peers' INBOX puts land."""
         raise NotImplementedError
 
     def advert(self, peer):

@@ -1,7 +1,8 @@
 """``mpi-rma``: the one-sided interface on MPI-3 RMA, available wherever MPI is.
 
-Boards, adverts and inbox live in one window from ``MPI.Win.Allocate`` (shared memory within a
-node for most MPIs); exposed receive buffers are attached to a dynamic window by address (so
+Boards, adverts and an allocated inbox live in one window from ``MPI.Win.Allocate`` (shared
+memory within a node for most MPIs), an inbox the caller supplies in a window created over it;
+exposed receive buffers are attached to a dynamic window by address (so
 MPI holds no reference to them), their descriptor being that address. Both windows stay in a
 passive-target epoch (``Lock_all``) for the transport's life; ``Flush`` completes a put at its
 target, which orders data before notices. A target that only polls its own memory must still
@@ -33,32 +34,37 @@ class MpiRmaTransport(Transport):
     def availability(cls):
         return "available (MPI-3 RMA: shared-memory windows in a node, the MPI's fabric between)"
 
-    def __init__(self, comm, slot, deadline):
-        super().__init__(comm, slot, deadline)
+    def __init__(self, comm, inbox, deadline):
+        super().__init__(comm, inbox, deadline)
         n = self.size
         self._board_bytes = KINDS * 2 * n * 8
         self._adverts_at = self._board_bytes
-        self._inbox_at = self._adverts_at + n * ADVERT_BYTES
+        given = not isinstance(inbox, int)
+        self._inbox_at = 0 if given else self._adverts_at + n * ADVERT_BYTES
         self._open = False
         rendezvous.agree(comm, "mpi-rma windows", deadline)
-        self.win = MPI.Win.Allocate(self._inbox_at + 2 * n * slot, 1, comm=comm)
+        self.win = MPI.Win.Allocate(self._adverts_at + n * ADVERT_BYTES + (0 if given else inbox),
+                                    1, comm=comm)
+        self.inbox_win = MPI.Win.Create(inbox, 1, comm=comm) if given else self.win
         self.dyn = MPI.Win.Create_dynamic(comm=comm)
         self.mem = np.frombuffer(self.win.tomemory(), np.uint8)
         self.mem[:] = 0
+        self._inbox = inbox if given else self.mem[self._inbox_at:]
         self._boards = self.mem[:self._board_bytes].view(np.uint64).reshape(KINDS, 2, n)
         self.cache = RegistrationCache(self._attach, self._detach)
         self._notice = np.zeros(1, np.uint64)     # source of notice puts, kept until complete()
-        self.win.Lock_all(MPI.MODE_NOCHECK)
-        self.dyn.Lock_all(MPI.MODE_NOCHECK)
+        self._windows = [self.win, self.dyn] + ([self.inbox_win] if given else [])
+        for win in self._windows:
+            win.Lock_all(MPI.MODE_NOCHECK)
         self._open = True
         rendezvous.agree(comm, "mpi-rma boards zeroed", deadline)   # before anyone puts
 
     def board(self, kind, bank):
         return self._boards[kind, bank]
 
-    def inbox_slot(self, bank, peer):
-        at = self._inbox_at + (bank * self.size + peer) * self.slot
-        return self.mem[at:at + self.slot]
+    @property
+    def inbox(self):
+        return self._inbox
 
     def advert(self, peer):
         at = self._adverts_at + peer * ADVERT_BYTES
@@ -81,7 +87,9 @@ class MpiRmaTransport(Transport):
         if dest is ADVERTS:
             self.win.Put(spec, peer, [self._adverts_at + offset, data.nbytes, MPI.BYTE])
         elif dest is INBOX:
-            self.win.Put(spec, peer, [self._inbox_at + offset, data.nbytes, MPI.BYTE])
+            self.inbox_win.Put(spec, peer, [self._inbox_at + offset, data.nbytes, MPI.BYTE])
+            if notice is not None and self.inbox_win is not self.win:
+                self.inbox_win.Flush(peer)
         else:
             address, nbytes, _ = DESCRIPTOR.unpack(dest)
             if offset + data.nbytes > nbytes:
@@ -109,7 +117,8 @@ class MpiRmaTransport(Transport):
 
     def complete(self):
         self.win.Flush_all()          # my notices are at their targets before any later message
-        self.dyn.Flush_local_all()
+        for win in self._windows[1:]:
+            win.Flush_local_all()
         self.cache.end_call()
 
     def close(self, collective=True):
@@ -117,9 +126,9 @@ class MpiRmaTransport(Transport):
             return
         self._open = False
         self.cache.clear()                        # local: no late put lands in a user buffer
-        self._boards = self.mem = None
+        self._boards = self.mem = self._inbox = None
         if collective:
-            self.win.Unlock_all()
-            self.dyn.Unlock_all()
-            self.dyn.Free()
-            self.win.Free()
+            for win in self._windows:
+                win.Unlock_all()
+            for win in reversed(self._windows):
+                win.Free()

@@ -104,15 +104,16 @@ class VerbsTransport(Transport):
             return f"unavailable: {err}"
         return f"available: device {name} port {port} GID index {gid}"
 
-    def __init__(self, comm, slot, deadline):
-        super().__init__(comm, slot, deadline)
+    def __init__(self, comm, inbox, deadline):
+        super().__init__(comm, inbox, deadline)
         self.timeout = deadline.timeout
         self._closed = True
-        local = _Local(comm, slot)          # every rank tries, and all agree before connecting
+        local = _Local(comm, inbox)         # every rank tries, and all agree before connecting
         L = local
         try:
             mine = None if local.error else (
-                L.gid_bytes, L.lid, L.fixed_addr, L.fixed_mr.rkey,
+                L.gid_bytes, L.lid, (L.fixed_addr, L.fixed_mr.rkey),
+                (L.inbox.ctypes.data, L.inbox_mr.rkey),
                 {peer: (qp.qp_num, L.psns[peer]) for peer, qp in L.qps.items()})
             info = rendezvous.exchange(comm, "verbs set-up", (local.error, mine), deadline)
             failures = [f"rank {r}: {info[r][0]}" for r in sorted(info) if info[r][0]]
@@ -130,7 +131,8 @@ class VerbsTransport(Transport):
 
     def _connect(self, info):
         L, e, n = self._local, self._local.e, self.size
-        self._remote_fixed = {r: (addr, rkey) for r, (_, _, addr, rkey, _) in info.items()}
+        self._remote = {r: {ADVERTS: adverts, INBOX: inbox}
+                        for r, (_, _, adverts, inbox, _) in info.items()}
         self._peer_of_qpn = {}
         for peer, qp in L.qps.items():
             gid_bytes, lid, _, _, theirs = info[peer]
@@ -157,9 +159,9 @@ class VerbsTransport(Transport):
     def board(self, kind, bank):
         return self._boards[kind, bank]
 
-    def inbox_slot(self, bank, peer):
-        at = self._local.inbox_at + (bank * self.size + peer) * self.slot
-        return self._local.fixed[at:at + self.slot]
+    @property
+    def inbox(self):
+        return self._local.inbox
 
     def advert(self, peer):
         at = peer * ADVERT_BYTES
@@ -171,8 +173,8 @@ class VerbsTransport(Transport):
     def put(self, peer, dest, offset, data, notice=None):
         L, e = self._local, self._local.e
         if dest is ADVERTS or dest is INBOX:
-            base, rkey = self._remote_fixed[peer]
-            address = base + (0 if dest is ADVERTS else L.inbox_at) + offset
+            base, rkey = self._remote[peer][dest]
+            address = base + offset
         else:
             address, nbytes, rkey = DESCRIPTOR.unpack(dest)
             if offset + data.nbytes > nbytes:
@@ -180,11 +182,12 @@ class VerbsTransport(Transport):
                                      f"exposed buffer of {nbytes} bytes")
             address += offset
         flags = e.IBV_SEND_SIGNALED
-        sges = []
-        if data.nbytes and data.nbytes <= _INLINE:
+        if not data.nbytes:               # a notice alone (a call of empty blocks): pyverbs
+            sges = [L.wr.SGE(L.fixed_addr, 0, L.fixed_mr.lkey)]    # wants an SGE, of 0 bytes
+        elif data.nbytes <= _INLINE:
             flags |= e.IBV_SEND_INLINE
             sges = [L.wr.SGE(data.ctypes.data, data.nbytes, 0)]
-        elif data.nbytes:
+        else:
             sges = [L.wr.SGE(data.ctypes.data, data.nbytes, L.sources.get(_whole(data)).lkey)]
         if notice is None:
             request = L.wr.SendWR(opcode=e.IBV_WR_RDMA_WRITE, num_sge=len(sges), sg=sges,
@@ -251,16 +254,16 @@ class VerbsTransport(Transport):
 class _Local:
     """This process's verbs resources, opened in order and closed in reverse order."""
 
-    def __init__(self, comm, slot):
+    def __init__(self, comm, inbox):
         self.error = None
         self._opened = []
         self._receives = {}
         try:
-            self._open(comm, slot)
+            self._open(comm, inbox)
         except Exception as err:          # reported to every rank by VerbsTransport.__init__
             self.error = str(err)
 
-    def _open(self, comm, slot):
+    def _open(self, comm, inbox):
         (self.e, self.addr, self.cq_mod, device, mr, pd, self.qp_mod, self.wr) = _pyverbs()
         e = self.e
         self.device, self.port, self.gid_index = find_device()
@@ -273,15 +276,24 @@ class _Local:
         depth = max(1, n - 1)
         self.send_cq = self._keep(self.cq_mod.CQ(self.ctx, _SENDS_PER_PEER * depth))
         self.recv_cq = self._keep(self.cq_mod.CQ(self.ctx, _RECVS_PER_PEER * depth))
-        # Adverts then the 2-bank inbox, page-aligned: the only fixed remotely writable memory.
+        # Adverts then an allocated inbox, page-aligned: the only fixed remotely writable
+        # memory, with the inbox the caller supplies (an MR of its own) if there is one.
+        given = not isinstance(inbox, int)
         self.inbox_at = n * ADVERT_BYTES
-        self.scratch_at = self.inbox_at + 2 * n * slot
+        self.scratch_at = self.inbox_at + (0 if given else inbox)
         self.mapping = mmap.mmap(-1, self.scratch_at + 8)
         self.fixed = np.frombuffer(self.mapping, np.uint8)
         self.fixed_addr = self.fixed.ctypes.data
-        self.fixed_mr = self._keep(mr.MR(self.pd, len(self.mapping),
-                                         e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE,
+        remote = e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE
+        self.fixed_mr = self._keep(mr.MR(self.pd, len(self.mapping), remote,
                                          address=self.fixed_addr))
+        if given:
+            self.inbox = inbox
+            self.inbox_mr = self._keep(mr.MR(self.pd, inbox.nbytes, remote,
+                                             address=inbox.ctypes.data))
+        else:
+            self.inbox = self.fixed[self.inbox_at:self.scratch_at]
+            self.inbox_mr = self.fixed_mr
         self.mr = mr
         # Receive buffers peers write into; send sources need local access only (access 0).
         self.exposed = RegistrationCache(self._expose, lambda reg: reg[1].close())
@@ -323,6 +335,7 @@ class _Local:
             self.fixed = None
             self.mapping.close()
             self.mapping = None
+        self.inbox = None
 
 
 def _whole(data):

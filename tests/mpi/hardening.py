@@ -101,7 +101,7 @@ def rss(name, kind):
                 before = resident()
             del recv, got
         grew = resident() - before
-        transport = pc._context().algorithms[name].transport
+        transport = pc._context().algorithms[name].exchange.transport
         cache = transport.cache if hasattr(transport, "cache") else transport._local.exposed
         held = len(cache)
     print(f"RSS rank {rank}: {before >> 20} MiB after 10 calls, grew {grew >> 20} MiB in 100 "

@@ -8,6 +8,11 @@ timeout: the last rank never calls; the others must raise PapcollTimeoutError na
     call that times out has the first call's shape (``same``: an algorithm's fast lane takes it)
     or a new one (``new``: the full path).
 interrupt: the same, but Ctrl-C arrives during the wait: it must get through at once.
+hier_order NAME LATE: N=4 as 2 nodes of 2 (PAPCOLL_NODE_SIZE=2); rank LATE (2, the second
+    node's master, or 3, a non-master) arrives late. Rank 0 prints, for every early rank, the
+    ranks whose blocks it received only after the late arrival. A node's aggregate needs all
+    of the node, so blocks from the late rank's node are held up by nature; pap_shm_direct
+    must hold up nothing else, shm_direct also holds the late node's own early rank.
 """
 import os
 import signal
@@ -43,6 +48,24 @@ def order(name, nbytes):
                if rank != late_rank and peer != late_rank and what in ("sent", "received")
                and t > late_arrival]
     return world.gather(held_up, root=0)
+
+
+def hier_order(name, late):
+    with papcoll.Communicator(world, trace=True) as pc:
+        send = np.full(size * 8, rank, np.uint8)
+        recv = np.empty_like(send)
+        pc.Alltoall(send, recv, algorithm=name)          # warm-up: set-up cost is not arrival
+        world.Barrier()
+        if rank == late:
+            time.sleep(LATE)
+        arrived = time.monotonic()
+        pc.Alltoall(send, recv, algorithm=name)
+        assert (recv.reshape(size, 8) == np.arange(size)[:, None]).all()
+        events = pc.traces[-1]["events"]
+    late_arrival = world.bcast(arrived, root=late)
+    held = sorted({peer for what, peer, t in events
+                   if what == "received" and t > late_arrival and peer != late})
+    return world.gather(held if rank != late else None, root=0)
 
 
 def one_call_made(name, shape):
@@ -115,6 +138,10 @@ if mode == "order":
         if rank == 0:
             held = {r: h for r, h in enumerate(held) if h}
             print(f"ORDER {name} {nbytes}: held up {held if held else 'nothing'}", flush=True)
+elif mode == "hier_order":
+    held = hier_order(name, int(sys.argv[3]))
+    if rank == 0:
+        print(f"HELD {name} late {sys.argv[3]}: {held}", flush=True)
 elif mode == "interrupt":
     interrupt(name, sys.argv[3])
     if rank == 0:

@@ -1,56 +1,70 @@
 """MPI worker (2+ ranks, inside the SoftRoCE VM): the verbs transport by itself.
 
 Writes into the inbox and into an exposed buffer, with and without a notice; checks the bytes
-and the notice boards; then makes a write fail (a wrong rkey) and checks the error carries the
-device's completion status text. Rank 0 prints RAW OK.
+and the notice words (sequence number, signature code and the length the completion reports);
+sequence numbers past the immediate's bits; then makes a write fail (a wrong rkey) and checks
+the error carries the device's completion status text. Rank 0 prints RAW OK.
 """
 import gc
-import struct
 
 import numpy as np
 from mpi4py import MPI
 
 from papcoll.errors import TransportError
 from papcoll.progress import Deadline, wait_until
-from papcoll.transport.base import ADVERT, ADVERTS, DATA, DESCRIPTOR_BYTES, INBOX
+from papcoll.transport.base import (ADVERT, ADVERT_BYTES, ADVERTS, DATA, DESCRIPTOR, INBOX,
+                                    SEQ_BITS, code_of, length_of, notice_word, seq_of)
 from papcoll.transport.verbs import VerbsTransport
 
 comm = MPI.COMM_WORLD.Dup()
 rank, size = comm.Get_rank(), comm.Get_size()
 right, left = (rank + 1) % size, (rank - 1) % size
 SLOT = 256
-t = VerbsTransport(comm, SLOT)
+t = VerbsTransport(comm, SLOT, Deadline(60))
 
 
-def wait_notice(kind, peer, epoch):
-    wait_until(lambda: t.notices(kind)[peer] >= epoch, Deadline(60), "raw test", lambda: [peer])
+def wait_notice(kind, peer, seq):
+    """Wait for the seq-th notice of kind from peer; return its word."""
+    board = t.board(kind, seq % 2)
+
+    def arrived():
+        t.poll()
+        return seq_of(int(board[peer])) == seq % (1 << SEQ_BITS)
+    wait_until(arrived, Deadline(60), "raw test", lambda: [peer])
+    return int(board[peer])
 
 
-# 1. Inbox write with a notice (WRITE_WITH_IMM): bytes and epoch arrive together.
+# 1. Inbox write with a notice (WRITE_WITH_IMM): bytes, sequence, code and length together.
 block = np.arange(SLOT, dtype=np.uint8) ^ rank
-t.put(right, INBOX, (1 * size + rank) * SLOT, block, notice=(DATA, 1))
-wait_notice(DATA, left, 1)
+t.put(right, INBOX, (1 * size + rank) * SLOT, block, notice=(DATA, 1, 7))
+word = wait_notice(DATA, left, 1)
+assert word == notice_word(1, 7, SLOT) and code_of(word) == 7 and length_of(word) == SLOT
 assert np.array_equal(t.inbox_slot(1, left), np.arange(SLOT, dtype=np.uint8) ^ left)
 
 # 2. Expose a receive buffer, advertise it, and write into it from the left neighbour.
 recv = np.zeros(4096 + 3, np.uint8)
-desc = np.frombuffer(t.expose(recv), np.uint8)
-t.put(left, ADVERTS, rank * DESCRIPTOR_BYTES, desc, notice=(ADVERT, 1))
+record = np.zeros(ADVERT_BYTES, np.uint8)
+record[:DESCRIPTOR.size] = np.frombuffer(t.expose(recv), np.uint8)
+t.put(left, ADVERTS, rank * ADVERT_BYTES, record, notice=(ADVERT, 1, 7))
 wait_notice(ADVERT, right, 1)
+descriptor = t.advert(right)[:DESCRIPTOR.size]
 payload = np.full(4096 + 3, rank + 1, np.uint8)            # above the inline size: registered
-t.put(right, t.advert(right), 0, payload, notice=(DATA, 2))
-wait_notice(DATA, left, 2)
+t.put(right, descriptor, 0, payload, notice=(DATA, 2, 7))
+assert length_of(wait_notice(DATA, left, 2)) == 4096 + 3
 assert (recv == left + 1).all(), recv[:8]
+try:                                                       # past the exposed buffer: refused
+    t.put(right, descriptor, 8, payload)
+    raise AssertionError("a put past an exposed buffer was posted")
+except TransportError as err:
+    assert "overruns" in str(err), err
 t.complete()
 
-# 3. Epochs outgrow the 30-bit immediate: the board unwraps them (they grow by one per call).
-near = (1 << 30) - 1
-t.board[DATA, left] = near                  # as if the left neighbour had made 2^30 - 1 calls
+# 3. Sequence numbers outgrow the immediate's bits: the low bits go round, banks alternate.
 comm.Barrier()
-for epoch in (near + 1, near + 2):
-    t.put(right, INBOX, rank * SLOT, block[:8], notice=(DATA, epoch))
-    wait_notice(DATA, left, epoch)
-assert t.notices(DATA)[left] == near + 2
+for seq in ((1 << SEQ_BITS) - 1, 1 << SEQ_BITS, (1 << SEQ_BITS) + 1):
+    t.put(right, INBOX, rank * SLOT, block[:8], notice=(DATA, seq, 9))
+    assert wait_notice(DATA, left, seq) == notice_word(seq, 9, 8)
+t.complete()
 
 # 4. Registration cache: a freed buffer's registration goes with it.
 before = len(t._local.exposed)
@@ -63,8 +77,8 @@ assert len(t._local.exposed) == before
 # 5. A failing write reports the device's status text.
 comm.Barrier()
 if rank == 0:
-    address, rkey, nbytes = struct.unpack("<QII", t.advert(right))
-    bad = struct.pack("<QII", address, rkey ^ 0x5A5A5A, nbytes)
+    address, nbytes, rkey = DESCRIPTOR.unpack(descriptor)
+    bad = DESCRIPTOR.pack(address, nbytes, rkey ^ 0x5A5A5A)
     try:
         t.put(right, bad, 0, payload, notice=None)
         t.complete()

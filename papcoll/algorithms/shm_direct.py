@@ -1,0 +1,299 @@
+"""``shm_direct`` and ``pap_shm_direct``: the hierarchical Direct of the PAP alltoall paper
+(Qian & Afsahi, section 4.3) -- across nodes, small blocks.
+
+A call moves its blocks in rounds of at most ``piece`` bytes per block (one round for the
+small blocks these algorithms are for), each round in three phases:
+
+1. **Gather** (not PAP-aware: a node's aggregate is complete only once every local process has
+   contributed). Each process copies its blocks for the processes of its own node into its
+   region of the node board, as shm_pap does, and its blocks for every remote node into its
+   row of that node's aggregate, in the node's outbox; then it posts on the board (flag and
+   call signature). One native call and the post.
+2. **Masters.** Each node's master takes the local blocks meant for it as their posts arrive;
+   once all are in, its node's aggregates are complete, and it writes one to every other
+   master -- ppn x ppn' blocks -- straight into that node's inbound area: the masters'
+   transport's inbox *is* the node segment, so nothing is copied twice on the receiving node.
+   An Exchange (onesided.py) among the masters, copy-based (the inbound area is always ready:
+   writes never wait), in arrival order for pap_shm_direct, in step order for shm_direct.
+3. **Scatter.** ``shm_direct``: the master waits for every aggregate, then raises one done
+   flag, and every local process copies its parts. ``pap_shm_direct``: one done flag per
+   remote master, raised by my master as that master's aggregate lands (it hands its notice
+   on); local processes copy their part of each as soon as its flag rises, in arrival order.
+   One native call (the master, which must keep polling its transport, copies its own parts
+   once its exchange is done).
+
+Blocks between processes of one node never go through the master: other processes copy them
+straight out of the poster's board region, as in shm_pap.
+
+**Two banks**, by the round's parity, for the outbox and the inbound areas, and by the board
+epoch's for the board regions (as in shm_pap: other algorithms' exchanges interleave on the
+board). A round is a full exchange: nobody finishes round r before every process of every node has
+posted round r. So a process that writes bank b again in round r + 2 has finished round r + 1,
+which every process entered only after finishing round r -- including its copies out of bank
+b. The done flags and the masters' notices carry the round, so a flag from round r - 2 is never
+taken for round r.
+
+**No zero-copy scheme in phase 2.** A remote master could only write straight into a local
+process's own receive buffer through that process's registration, but its connection reaches
+the master's address space alone; the node segment is the one memory that both the master's
+connection and every local process can reach.
+
+**Memory.** A piece is at most the board's slot, and at most what keeps a node's four areas
+(2 banks of outbox, 2 of inbound, each ppn x (N - ppn) pieces) within SEGMENT_BUDGET. The
+areas are one POSIX segment per node and algorithm instance (node/segment.py: bounded set-up,
+nothing left in /dev/shm); the done flags live in the master's control page.
+"""
+import numpy as np
+from mpi4py import MPI
+
+from .. import native, rendezvous
+from ..node.board import slot_bytes
+from ..node.segment import LINE, Segment
+from ..progress import Deadline
+from ..transport import open_transport
+from ..transport.base import INBOX
+from .intranode import IntraNodeAlgorithm
+from .onesided import Exchange
+from .registry import register
+
+SEGMENT_BUDGET = 64 << 20     # bytes of outbox and inbound areas per node, both banks
+PIECE_ALIGN = 64              # pieces above this are multiples of a cache line
+
+
+def piece_max(ppn, size):
+    """The largest piece, the same on every node (their layouts must agree): within the board
+    slot of the largest node, and within SEGMENT_BUDGET for the node with the most remote
+    traffic (ppn processes each writing a piece to every remote process, 2 areas x 2 banks)."""
+    piece = max(1, min(slot_bytes(max(ppn)),
+                       SEGMENT_BUDGET // max(1, 4 * max(p * (size - p) for p in ppn))))
+    return piece - piece % PIECE_ALIGN if piece > PIECE_ALIGN else piece
+
+
+class Layout:
+    """Where aggregates sit in every node's outbox and inbound areas, for pieces of ``piece``
+    bytes: node k's areas hold one aggregate per remote node r, in node order, each ppn_k x
+    ppn_r pieces (rows: node k's processes in the outbox, node r's in the inbound area)."""
+
+    def __init__(self, ppn, piece):
+        self.ppn, self.piece = ppn, piece
+        self.prefix = np.concatenate([[0], np.cumsum(ppn)]).tolist()
+
+    def at(self, node, other):
+        """Offset, in a bank of ``node``'s area, of its aggregate for (outbox) or from
+        (inbound) node ``other``."""
+        before = self.prefix[other] - (self.ppn[node] if node < other else 0)
+        return self.ppn[node] * before * self.piece
+
+    def size(self, node, other):
+        return self.ppn[node] * self.ppn[other] * self.piece
+
+
+@register("shm_direct", "hierarchical Direct: node gather, Direct among masters, one done flag")
+class ShmDirect(IntraNodeAlgorithm):
+    pap = False
+
+    @classmethod
+    def unsupported(cls, ctx):
+        if len(ctx.topology.nodes) == 1:
+            return ("hierarchical, and this communicator is one node: use shm_pap or cma_pap "
+                    "(the policy does)")
+        return None
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        topo = ctx.topology
+        self.nodes, self.k = topo.nodes, topo.node
+        self.ppn = [len(ranks) for ranks in self.nodes]
+        self.remote = [r for r in range(len(self.nodes)) if r != self.k]
+        self.masters = topo.masters          # master of node r: masters[r], in the masters' comm r
+        self.master = self.me == 0
+        self.piece_max = piece_max(self.ppn, topo.size)
+        self.banks = [p * (topo.size - p) * self.piece_max for p in self.ppn]  # one bank, by node
+        bank = self.banks[self.k]
+        deadline = Deadline(ctx.timeout)
+        self.segment = Segment(ctx.comm, (len(self.nodes) + 1) * LINE, 0, deadline, self.ranks,
+                               shared_bytes=4 * bank)
+        shared = self.segment.shared
+        self.outbox, self.inbound = shared[:2 * bank], shared[2 * bank:4 * bank]
+        # Done flags, in my master's control page: one per node (pap), and "all" (shm_direct).
+        self.done = native.Flags(self.segment.page_words(0, 0, len(self.nodes) + 1))
+        self.exchange = self.comm = None
+        try:
+            rendezvous.agree(ctx.comm, f"{self.name}: masters communicator", deadline)
+            self.comm = ctx.comm.Split(0 if self.master else MPI.UNDEFINED, ctx.rank)
+            if self.master:
+                self.exchange = Exchange(self, open_transport(self.comm, self.inbound, deadline),
+                                         self.masters)
+        except BaseException:
+            self.close(collective=False)
+            raise
+        self.plans = {}
+        self.round = 0
+
+    def close(self, collective=True):
+        if self.exchange is not None:
+            self.exchange.transport.close(collective)
+            self.exchange = None
+        if collective and self.comm not in (None, MPI.COMM_NULL):
+            self.comm.Free()
+        self.comm = None
+        self.plans.clear()
+        self.segment.close()
+
+    # ---- the copy lists ----------------------------------------------------------------------
+
+    def plan(self, block, epoch):
+        """The copy lists of this round of a call with ``block`` bytes per peer, at board
+        ``epoch`` (cached by block size, and the two banks' parities)."""
+        banks = (epoch % 2, self.round % 2)
+        plans = self.plans.get(block)
+        if plans is None:
+            if len(self.plans) >= 8:
+                self.plans.clear()
+            plans = self.plans[block] = {}
+        plan = plans.get(banks)
+        if plan is None:
+            plan = plans[banks] = _Plan(self, block, *banks)
+        return plan
+
+    # ---- a call ------------------------------------------------------------------------------
+
+    def alltoall(self, send, recv):
+        self.start_call()
+        block, trace = recv.block, self.ctx.trace
+        sig = self.signature(block)
+        source = recv.data if send is None else send.data
+        for offset in range(0, max(block, 1), self.piece_max):
+            self.round += 1
+            epoch = self.board.next_epoch()
+            plan = self.plan(block, epoch)
+            length = min(plan.piece, block - offset)
+            src, dst = source[offset:], recv.data[offset:]
+            trace.phase("gather")
+            plan.post.copy(length, src=src)                  # local blocks and remote rows
+            self.board.post(epoch, sig)
+            if send is not None:
+                plan.own.copy(length, dst=dst, src=src)
+            plan.local.expect(plan.all_local)
+            plan.local.start = self.start
+            gather = lambda seconds: self.serve_step(
+                plan.local, lambda start, timeout: plan.local.serve(
+                    epoch, sig, start, timeout, length, dst=dst), "gathering the node's blocks",
+                epoch, seconds)
+            remote = plan.remote
+            remote.expect(plan.all_remote)
+            scatter = lambda seconds: self.serve_step(
+                remote, lambda start, timeout: remote.serve(
+                    self.round, 0, start, timeout, length, dst=dst),
+                "waiting for remote nodes' blocks", self.round, seconds, plan.blame,
+                plan.traced)
+            remote.start = self.k % remote.n
+            if self.master:
+                trace.phase("masters")
+                self.masters_phase(plan, sig, gather, scatter)
+            else:
+                while not gather(self.deadline.slice()):
+                    pass
+            trace.phase("scatter")
+            while remote.left and not scatter(self.deadline.slice()):
+                pass
+
+    def masters_phase(self, plan, sig, gather, scatter):
+        """My node's aggregates to every other master, once ``gather`` has completed them;
+        theirs handed on to my node as they land, even before (PAP: a flag each, and I
+        ``scatter`` my own part of it at once), or once all have (Direct: the one flag)."""
+        x, bank = self.exchange, self.round % 2
+        x.begin(sig, plan.lengths)
+        outbox = self.outbox[bank * self.banks[self.k]:]
+
+        def send_to(r):
+            at = plan.layout.at(self.k, r)
+            x.put(r, INBOX, bank * self.banks[r] + plan.layout.at(r, self.k),
+                  outbox[at:at + plan.lengths[r]])
+
+        def hand_on(r):
+            self.done.store(r, self.round)
+            scatter(0)
+
+        if self.pap:
+            x.copy_based(send_to, hand_on, "waiting for masters' aggregates", gather)
+        else:
+            while not gather(self.deadline.slice()):
+                pass
+            x.in_order(send_to, None, "waiting for masters' aggregates")
+            self.done.store(len(self.nodes), self.round)
+        x.end()
+
+
+@register("pap_shm_direct", "PAP-aware hierarchical Direct: one done flag per remote master")
+class PapShmDirect(ShmDirect):
+    pap = True
+
+
+class _Plan:
+    """The copy lists of a round for calls of one block size, from ``algo``'s layout: board
+    regions in ``board_bank`` (the board epoch's parity: exchanges of other algorithms
+    interleave there), outbox and inbound areas in ``bank`` (the algorithm's round's):
+
+    * ``post``: my blocks for my node's processes to my board region, for remote processes to
+      my rows of their nodes' aggregates in my node's outbox;
+    * ``own``: my block for me, send buffer to receive buffer;
+    * ``local``: from each of my node's processes (its post: flag and signature), its block
+      for me out of its board region;
+    * ``remote``: from each remote node (its done flag; pap) or from all (one flag), my column
+      of its aggregate in my node's inbound area.
+    """
+
+    def __init__(self, algo, block, board_bank, bank):
+        board, me, n, k = algo.board, algo.me, algo.n, algo.k
+        self.piece = piece = max(1, min(block, algo.piece_max))
+        self.layout = layout = Layout(algo.ppn, piece)
+        regions = native.buffer_address(board.segment.regions)
+
+        def slot(owner, peer):                       # owner's board slot for peer, this bank
+            return (regions + owner * board.segment.region_stride
+                    + (board_bank * n + peer) * board.slot)
+
+        outbox = native.buffer_address(algo.outbox) + bank * algo.banks[k]
+        inbound = native.buffer_address(algo.inbound) + bank * algo.banks[k]
+        dst, src = [], []
+        for i, q in enumerate(algo.ranks):
+            if i != me:
+                dst.append(slot(me, i))
+                src.append(q * block)
+        for r in algo.remote:
+            for t, q in enumerate(algo.nodes[r]):
+                dst.append(outbox + layout.at(k, r) + (me * algo.ppn[r] + t) * piece)
+                src.append(q * block)
+        self.post = native.CopyList([0, len(dst)], dst, src, piece, relative="src")
+        rank = algo.ranks[me]
+        self.own = native.CopyList([0, 1], [rank * block], [rank * block], piece,
+                                   relative="both")
+        first, dst, src = [0], [], []
+        for i, q in enumerate(algo.ranks):
+            if i != me:
+                dst.append(q * block)
+                src.append(slot(i, me))
+            first.append(len(dst))
+        self.local = native.ListLoops(board.posts, native.CopyList(first, dst, src, piece,
+                                                                   relative="dst"))
+        self.all_local = np.ones(n, np.uint8)
+        first, dst, src = [0], [], []
+        for r in range(len(algo.nodes)):             # my own node: no copies, never pending
+            for t, q in enumerate(algo.nodes[r] if r != k else []):
+                dst.append(q * block)
+                src.append(inbound + layout.at(k, r) + (t * n + me) * piece)
+            first.append(len(dst))
+        if algo.pap:      # one source per node, its flag: blame its master
+            flags, self.blame = native.Flags(algo.done.array[:-1]), algo.masters
+            self.traced = [ranks if r != k else [] for r, ranks in enumerate(algo.nodes)]
+            self.all_remote = np.ones(len(algo.nodes), np.uint8)
+            self.all_remote[k] = 0
+        else:             # one source, every remote node, the one flag: blame their masters
+            flags, first = native.Flags(algo.done.array[-1:]), [0, len(dst)]
+            self.blame = [[algo.masters[r] for r in algo.remote]]
+            self.all_remote = np.ones(1, np.uint8)
+            self.traced = [[q for r in algo.remote for q in algo.nodes[r]]]
+        self.remote = native.ListLoops(flags, native.CopyList(first, dst, src, piece,
+                                                              relative="dst"))
+        self.lengths = [layout.size(k, r) if r != k else 0 for r in range(len(algo.nodes))]
