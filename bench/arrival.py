@@ -39,7 +39,9 @@ import numpy as np
 from mpi4py import MPI
 
 import papcoll
+from papcoll.algorithms import AUTO, policy
 from papcoll.errors import AlgorithmError
+from papcoll.trace import phase_times
 
 DEFAULT_SIZES = "8,1K,64K,1M"
 DEFAULT_MIFS = "1,32"
@@ -87,9 +89,10 @@ def integer(minimum):
 
 
 def parse_algorithm(text):
-    if text not in papcoll.algorithms:
+    if text != AUTO and text not in papcoll.algorithms:
         raise argparse.ArgumentTypeError(
-            f"unknown algorithm {text!r}; registered: {', '.join(papcoll.algorithms)}")
+            f"unknown algorithm {text!r}; registered: {', '.join(papcoll.algorithms)}, or "
+            f"{AUTO} (papcoll as shipped: the selection policy's choice)")
     return text
 
 
@@ -120,7 +123,9 @@ def add_arguments(parser):
     parser.add_argument("--sizes", type=comma_list(parse_size), default=DEFAULT_SIZES,
                         help=f"bytes per peer, e.g. 8,8K,1M (default {DEFAULT_SIZES})")
     parser.add_argument("--algorithms", type=comma_list(parse_algorithm, sort=False),
-                        help="registered algorithms to compare (default: all that can run here)")
+                        help=f"registered algorithms to compare, and {AUTO} for papcoll as "
+                             f"shipped (the policy's choice; default: all that can run here, "
+                             f"and {AUTO})")
     parser.add_argument("--iterations", type=integer(1), default=30,
                         help="timed calls per size, MIF and algorithm (default 30)")
     parser.add_argument("--warmup", type=integer(0), default=3,
@@ -129,6 +134,10 @@ def add_arguments(parser):
                         help="instead of random delays, F of the processes arrive late by "
                              "MIF x t_msg and the others at once")
     parser.add_argument("--seed", type=int, default=1, help="seed of the delays (default 1)")
+    parser.add_argument("--phases", action="store_true",
+                        help="record each call's phases (gather, masters, scatter: the "
+                             "hierarchical algorithms) and report their mean times; the "
+                             "recording costs a little time in those calls")
     parser.add_argument("--spin", action="store_true",
                         help="busy-wait the delays (default: sleep, spinning only the last 50 us)")
     parser.add_argument("--out", type=Path, default=Path("results"),
@@ -280,7 +289,7 @@ def usable_algorithms(pc, names):
         try:
             pc.Alltoall(send, recv, algorithm=name)
             reason = None
-        except AlgorithmError as err:
+        except AlgorithmError as err:     # refused before anything moved: pc stays usable
             reason = str(err)
         reason = next((r for r in pc.allgather(reason) if r), None)
         if reason:
@@ -293,7 +302,7 @@ def usable_algorithms(pc, names):
 def caller(pc, name):
     """How the benchmark calls ``name``: the baseline ``mpi`` as an mpi4py program calls its MPI
     library (``MPI.Comm.Alltoall`` on the same communicator: no papcoll code in the way), every
-    other algorithm through ``papcoll.Communicator.Alltoall``."""
+    other algorithm -- ``auto`` too -- through ``papcoll.Communicator.Alltoall``."""
     if name == "mpi":
         return lambda send, recv: MPI.Intracomm.Alltoall(pc, send, recv)
     return lambda send, recv: pc.Alltoall(send, recv, algorithm=name)
@@ -302,17 +311,23 @@ def caller(pc, name):
 def run_block(pc, names, bufs, delays, offset, spin, warmup, tick):
     """Every algorithm through every iteration of one (size, MIF) block, waiting ``delays`` (this
     rank's, one per iteration) after the barrier. Returns (arrival on rank 0's clock, time in call),
-    each of shape (algorithms, timed iterations), in seconds. Warm-up results are checked."""
+    each of shape (algorithms, timed iterations), in seconds, and this rank's mean phase times
+    {algorithm: {phase: seconds}} of the timed calls that recorded phases. Warm-up results are
+    checked."""
     send, recv, want = bufs
     calls = [caller(pc, name) for name in names]
     arrival = np.zeros((len(names), len(delays)))
     in_call = np.zeros_like(arrival)
+    phases = {}
+    traces = pc.traces
     for it, delay in enumerate(delays):
         for j in turn_order(len(names), it):
             if it < warmup:
                 recv[:] = 0
             pc.Barrier()
             wait(delay, spin)
+            if traces is not None:
+                traces.clear()
             start = time.perf_counter()
             calls[j](send, recv)
             in_call[j, it] = time.perf_counter() - start
@@ -320,23 +335,37 @@ def run_block(pc, names, bufs, delays, offset, spin, warmup, tick):
             if it < warmup and not np.array_equal(recv, want):
                 raise AssertionError(f"algorithm {names[j]!r} delivered wrong data at "
                                      f"{len(send) // pc.Get_size()} bytes per peer")
+            if traces and it >= warmup and traces[-1]["phases"]:
+                for phase, seconds in phase_times(traces[-1]).items():
+                    phases.setdefault(names[j], {}).setdefault(phase, []).append(seconds)
         tick()
-    return arrival[:, warmup:], in_call[:, warmup:]
+    means = {name: {phase: float(np.mean(t)) for phase, t in times.items()}
+             for name, times in phases.items()}
+    return arrival[:, warmup:], in_call[:, warmup:], means
 
 
 class Progress:
-    """A plain-text progress bar on stderr, drawn again only when the percentage changes."""
+    """Progress on stderr: on a terminal a bar drawn again whenever the percentage changes;
+    elsewhere (a CI log, a batch job's file) a line at each quarter, no more."""
     WIDTH = 30
+    QUARTER = 25
 
-    def __init__(self, total, enabled):
+    def __init__(self, total, enabled, terminal=None):
         self.total, self.enabled, self.done, self.shown = total, enabled, 0, None
+        self.terminal = sys.stderr.isatty() if terminal is None else terminal
 
     def step(self, label):
         self.done += 1
         percent = 100 * self.done // self.total
-        if not self.enabled or percent == self.shown:
+        if not self.terminal:
+            percent -= percent % self.QUARTER
+        if not self.enabled or percent == self.shown or (not self.terminal and percent == 0):
             return
         self.shown = percent
+        if not self.terminal:
+            sys.stderr.write(f"{percent:3d}% done ({label})\n")
+            sys.stderr.flush()
+            return
         filled = self.WIDTH * self.done // self.total
         bar = "#" * filled + "." * (self.WIDTH - filled)
         end = "\n" if self.done == self.total else ""
@@ -351,8 +380,10 @@ def microseconds(seconds):
     return np.round(np.asarray(seconds) * 1e6, 3).tolist()
 
 
-def block_rows(size, mif, names, t_msg, bound, delays, arrivals, in_calls):
-    """The result rows of one block from every rank's gathered (arrival, in_call) arrays."""
+def block_rows(size, mif, names, t_msg, bound, delays, arrivals, in_calls, phases=(),
+               chosen=None):
+    """The result rows of one block from every rank's gathered (arrival, in_call) arrays and
+    phase times ({algorithm: {phase: seconds}} per rank); ``chosen``: what auto ran."""
     arrivals = np.stack(arrivals, axis=-1)          # (algorithms, iterations, processes)
     in_calls = np.stack(in_calls, axis=-1)
     rows = []
@@ -364,6 +395,13 @@ def block_rows(size, mif, names, t_msg, bound, delays, arrivals, in_calls):
             "per_rank": {"in_call_us": microseconds(in_calls[j]),
                          "arrival_us": microseconds(arrivals[j] - first),
                          "planned_delay_us": microseconds(delays)}})
+        mine = [p[name] for p in phases if name in p]
+        if mine:       # each phase's mean over the processes that had it (masters: their own)
+            rows[-1]["phases_us"] = {
+                phase: float(np.mean([p[phase] for p in mine if phase in p])) * 1e6
+                for phase in dict.fromkeys(phase for p in mine for phase in p)}
+        if name == AUTO:
+            rows[-1]["chosen"] = chosen
     mpi = next((r for r in rows if r["algorithm"] == "mpi"), None)
     for row in rows:
         row["ratio_vs_mpi"] = row["avg_us"] / mpi["avg_us"] if mpi else None
@@ -384,12 +422,14 @@ def measure(pc, args, names, offset, progress):
             delays = delay_table(block_rng(args.seed, size, mif), rounds, nprocs, bound,
                                  args.late_fraction)
             label = f"{format_size(size)} MIF {mif}"
-            arrival, in_call = run_block(pc, names, bufs, delays[:, rank], offset, args.spin,
-                                         args.warmup, lambda: progress.step(label))
-            gathered = pc.gather((arrival, in_call), root=0)
+            arrival, in_call, phases = run_block(pc, names, bufs, delays[:, rank], offset,
+                                                 args.spin, args.warmup,
+                                                 lambda: progress.step(label))
+            gathered = pc.gather((arrival, in_call, phases), root=0)
             if rank == 0:
                 rows += block_rows(size, mif, names, t_msg, bound, delays[args.warmup:],
-                                   *zip(*gathered))
+                                   *zip(*gathered),
+                                   chosen=policy.choose(pc._context(), size))
     return t_msgs, rows
 
 
@@ -403,10 +443,10 @@ def run(args):
     comm = MPI.COMM_WORLD
     rank, nprocs = comm.Get_rank(), comm.Get_size()
     started = datetime.datetime.now()
-    with papcoll.Communicator(comm) as pc:
+    with papcoll.Communicator(comm, trace="phases" if args.phases else False) as pc:
         topo = pc._context().topology
         nodes, ppn, emulated = len(topo.nodes), topo.ppn, topo.emulated
-        everything = sorted(papcoll.algorithms, key=lambda name: name != "mpi")  # baseline first
+        everything = sorted(papcoll.algorithms, key=lambda name: name != "mpi") + [AUTO]
         names, skipped = usable_algorithms(pc, args.algorithms or everything)
         if args.algorithms and skipped:
             if rank == 0:
@@ -435,7 +475,8 @@ def run(args):
             "delay_wait": "spin" if args.spin else "sleep",
             "seed": args.seed, "iterations": args.iterations, "warmup": args.warmup,
             "sizes": args.sizes, "mifs": args.mif,
-            "algorithms": {name: papcoll.algorithms[name].description for name in names},
+            "algorithms": {name: papcoll.algorithms[name].description if name != AUTO else
+                           "papcoll as shipped: the selection policy's choice" for name in names},
             "skipped": skipped,
             "t_msg": {"method": T_MSG_METHOD, "per_size": t_msgs},
             "clock": {"method": CLOCK_METHOD, "per_rank": clocks},
@@ -472,14 +513,22 @@ def format_table(result):
         "# Unavoid: mean over processes of (last arrival - own arrival); Excess = Avg - Unavoid",
     ]
     lines += [f"# skipped {name}: {why}" for name, why in r["skipped"].items()]
-    width = max([9, *map(len, r["algorithms"])])
+    label = {row["algorithm"]: row["algorithm"] for row in r["results"]}
+    label.update({row["algorithm"]: f"auto={row['chosen']}" for row in r["results"]
+                  if row.get("chosen")})
+    width = max([9, *(len(f"auto={row.get('chosen')}") for row in r["results"]),
+                 *map(len, r["algorithms"])])
     lines.append(f"# {'Size':<8}{'MIF':>6}  {'Algorithm':<{width}}{'Avg(us)':>12}{'Min(us)':>12}"
                  f"{'Max(us)':>12}{'Unavoid(us)':>13}{'Excess(us)':>12}{'vs mpi':>8}")
     for row in r["results"]:
         ratio = "-" if row["ratio_vs_mpi"] is None else f"{row['ratio_vs_mpi']:.2f}"
-        lines.append(f"{format_size(row['size']):<10}{row['mif']:>6}  {row['algorithm']:<{width}}"
+        name = f"auto={row['chosen']}" if row.get("chosen") else row["algorithm"]
+        lines.append(f"{format_size(row['size']):<10}{row['mif']:>6}  {name:<{width}}"
                      f"{row['avg_us']:>12.2f}{row['min_us']:>12.2f}{row['max_us']:>12.2f}"
                      f"{row['unavoidable_us']:>13.2f}{row['excess_us']:>12.2f}{ratio:>8}")
+        if row.get("phases_us"):
+            lines.append(f"#{'':<17}  phases (us, mean): " + ", ".join(
+                f"{phase} {us:.1f}" for phase, us in row["phases_us"].items()))
     return "\n".join(lines)
 
 

@@ -5,7 +5,8 @@ import weakref
 from mpi4py import MPI
 
 from . import context
-from .algorithms import lookup, policy
+from .algorithms import AUTO, policy
+from .algorithms.registry import check
 from .buffers import parse_alltoall
 from .errors import CommunicatorStateError, PapcollError
 
@@ -30,8 +31,9 @@ class Communicator(MPI.Intracomm):
     but ``Alltoall`` is MPI's. Use it as a context manager or call ``close()`` (collective,
     bounded, safe twice) to free what papcoll set up; one dropped without closing is freed at
     the next Communicator made over its processes, and MPI_Finalize closes the ones left (see
-    context.py). With ``trace=True`` (or ``PAPCOLL_TRACE=1``) each call's serving order is kept
-    in ``traces`` (see trace.py). One thread at a time may use a Communicator.
+    context.py). With ``trace=True`` (or ``PAPCOLL_TRACE=1``) each call's serving order and
+    phases are kept in ``traces``, with ``trace="phases"`` its phases alone (see trace.py). One
+    thread at a time may use a Communicator.
     """
 
     def __new__(cls, comm=MPI.COMM_WORLD, *, trace=False):
@@ -46,7 +48,10 @@ class Communicator(MPI.Intracomm):
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, kind, error, traceback):
+        ctx = getattr(self, "_ctx", None)
+        if error is not None and ctx and ctx.broken is None:   # the other ranks will not come
+            ctx.fail(error)                                    # to close: release locally
         self.close()
 
     def close(self):
@@ -73,8 +78,9 @@ class Communicator(MPI.Intracomm):
 
     def Alltoall(self, sendbuf, recvbuf, *, algorithm=None):
         """Like ``MPI.Comm.Alltoall``: send block i of ``sendbuf`` to rank i, receive block j of
-        ``recvbuf`` from rank j. ``algorithm`` names a registered algorithm (else
-        ``PAPCOLL_ALGORITHM``, else the selection policy); every rank must choose the same."""
+        ``recvbuf`` from rank j. ``algorithm`` names a registered algorithm, or ``"auto"`` (the
+        selection policy); else ``PAPCOLL_ALGORITHM``, else the policy. Every rank must choose
+        the same."""
         ctx = self._context()
         if not ctx.lock.acquire(blocking=False):
             raise CommunicatorStateError(_IN_USE)
@@ -98,9 +104,11 @@ class Communicator(MPI.Intracomm):
     @staticmethod
     def _full_path(ctx, sendbuf, recvbuf, algorithm):
         send, recv = parse_alltoall(sendbuf, recvbuf, ctx.size)
-        name = algorithm or ctx.forced or policy.choose(ctx, recv.block)
+        name = algorithm or ctx.forced or AUTO
+        if name == AUTO:
+            name = policy.choose(ctx, recv.block)
         if ctx.size == 1:              # every algorithm is a copy here: only the name counts
-            lookup(name)
+            check(name)
             if send is not None:
                 recv.data[:] = send.data
             return

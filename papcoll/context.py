@@ -30,6 +30,7 @@ from mpi4py import MPI
 
 from . import config, rendezvous, topology
 from .algorithms import lookup
+from .algorithms.registry import check
 from .errors import AlgorithmError, ConfigError, PapcollError, PapcollTimeoutError
 from .node.board import NodeBoard
 from .node.cma import CmaNode
@@ -48,7 +49,8 @@ class Context:
     def __init__(self, comm, trace=False):
         self.timeout = config.timeout()
         self.forced = forced_algorithm()
-        self.trace = Trace() if trace or config.trace() else NoTrace()
+        self.trace = (Trace(events=trace != "phases") if trace or config.trace()
+                      else NoTrace())
         self.lock = threading.Lock()      # one call at a time: see Communicator.Alltoall
         self.algorithms, self.lanes = {}, {}
         self.broken = None                # the error that left peers in an unknown state
@@ -95,7 +97,7 @@ class Context:
         """An error left a call unfinished: peers are in an unknown state. Never reuse this
         Context, and tell the others that this process gave up on it."""
         self.broken = error
-        rendezvous.give_up(self.comm, f"{type(error).__name__}: {error}")
+        rendezvous.give_up(self.comm, error)
         if self.node is not None:
             self.node.give_up()
 
@@ -136,11 +138,11 @@ class Context:
 
 
 def forced_algorithm():
-    """PAPCOLL_ALGORITHM, checked: a registered name (or None)."""
+    """PAPCOLL_ALGORITHM, checked: a registered name, or auto (or None)."""
     name = config.algorithm()
     if name is not None:
         try:
-            lookup(name)
+            check(name)
         except AlgorithmError as err:
             raise ConfigError(f"PAPCOLL_ALGORITHM={name!r}: {err}") from None
     return name

@@ -20,13 +20,15 @@ one with :func:`give_up`, a message of its own tag sent without waiting. Meeting
 errors then know it: a meeting that tolerates it ("close") goes on without that process, any
 other ends at once, and a timeout names it as having given up rather than as missing.
 """
+import time
+
 from .errors import MismatchError, PapcollTimeoutError
 from .progress import Backoff, Deadline
 
 TAG = 0x5A9C        # on papcoll's private communicator only: never matches the user's messages
 GAVE_UP = TAG + 1   # "my Communicator broke": see give_up
 _abandoned = []     # sends still in flight when a meeting failed: their buffers must stay alive
-_gave_up = {}       # communicator handle -> {rank: why}, as their give_up messages came
+_gave_up = {}       # communicator handle -> {rank: (why, ranks it missed)}, as messages came
 
 
 def exchange(comm, what, value, deadline, members=None, ranks=None, without_gave_up=False):
@@ -90,11 +92,12 @@ def exchange(comm, what, value, deadline, members=None, ranks=None, without_gave
     return got
 
 
-def give_up(comm, reason):
-    """Tell every other process of ``comm`` that this one gave up on it (``reason``: why),
-    without waiting for anyone."""
+def give_up(comm, error):
+    """Tell every other process of ``comm`` that this one gave up on it because of ``error``
+    (its type and text, and the ranks it found missing, if any), without waiting for anyone."""
     me = comm.Get_rank()
-    _abandoned.extend(comm.isend(reason, dest=q, tag=GAVE_UP)
+    why = (f"{type(error).__name__}: {error}", list(getattr(error, "missing", None) or ()))
+    _abandoned.extend(comm.isend(why, dest=q, tag=GAVE_UP)
                       for q in range(comm.Get_size()) if q != me)
 
 
@@ -123,10 +126,32 @@ def not_coming(comm, doing, gave, awaited, user):
     naming those that gave up and those still missing."""
     whys = _gave_up[comm.handle]
     for q in gave:
-        if whys[q].startswith("MismatchError"):
-            return MismatchError(f"rank {user(q)} gave up on {doing}: {whys[q]}", [user(q)])
-    return PapcollTimeoutError(doing, [user(q) for q in awaited if q not in gave], None,
-                               [user(q) for q in gave])
+        if whys[q][0].startswith("MismatchError"):
+            return MismatchError(f"rank {user(q)} gave up on {doing}: {whys[q][0]}", [user(q)])
+    missing, gave = blame(comm, [user(q) for q in awaited])
+    return PapcollTimeoutError(doing, missing, None, gave)
+
+
+def last_look(comm, ranks, timeout):
+    """At the deadline of a wait on processes of other nodes: give those of ``ranks`` that are
+    themselves waiting, for a process of their own node that is really missing, a moment to
+    say so (they reach their deadline at about the same time). Returns as soon as all have
+    given up, or after a tenth of ``timeout`` (at most a second)."""
+    end = time.monotonic() + min(1.0, timeout / 10)
+    while len(gave_up(comm, ranks)) < len(ranks) and time.monotonic() < end:
+        time.sleep(1e-3)
+
+
+def blame(comm, ranks):
+    """(missing, gave up) among the awaited ``ranks`` (of ``comm``; the user's): those that
+    gave up are not to blame, but whom they found missing is -- a master that gave up for want
+    of one of its node's processes points at that process."""
+    gave = set(gave_up(comm, ranks))
+    missing = [q for q in ranks if q not in gave]
+    for q in sorted(gave):
+        missing += [r for r in _gave_up[comm.handle][q][1]
+                    if r not in missing and r not in gave and r != comm.Get_rank()]
+    return sorted(missing), sorted(gave)
 
 
 def forget(comm):

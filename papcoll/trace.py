@@ -1,16 +1,21 @@
-"""Optional per-call trace of the order in which a process served its peers.
+"""Optional per-call trace of the order in which a process served its peers, and of the
+phases of a call.
 
-Enabled by ``Communicator(comm, trace=True)`` or ``PAPCOLL_TRACE=1``. Times are
-``time.monotonic()`` seconds, comparable between processes of one machine.
+Enabled by ``Communicator(comm, trace=True)`` or ``PAPCOLL_TRACE=1``; ``trace="phases"``
+records the phases alone (cheaper: no event per peer). Times are ``time.monotonic()`` seconds,
+comparable between processes of one machine.
 """
 import time
 from collections import deque
 
 
 class Trace:
-    def __init__(self, maxlen=1000):
+    def __init__(self, maxlen=1000, events=True):
         self.calls = deque(maxlen=maxlen)
         self.current = None
+        self.events = events            # algorithms serve one peer at a time to record them
+        if not events:
+            self.event = _nothing
 
     def begin(self, algorithm, call):
         self.current = {"algorithm": algorithm, "call": call, "enter": time.monotonic(),
@@ -30,6 +35,10 @@ class Trace:
         self.current["exit"] = time.monotonic()
 
 
+def _nothing(*args):
+    pass
+
+
 def phase_times(call):
     """{phase: seconds} of a recorded call (a phase entered more than once -- one per piece --
     adds up)."""
@@ -42,6 +51,7 @@ def phase_times(call):
 
 class NoTrace:
     """Stands in for Trace when tracing is off, so algorithms need no ``if``."""
+    events = False
 
     def begin(self, algorithm, call):
         pass

@@ -11,7 +11,9 @@ from papcoll.node import segment
 
 pytestmark = pytest.mark.mpi
 ZERO_COPY = ["direct", "pap_direct", "pap_direct_zcopy"]      # pap_direct: 8 MiB blocks, zero-copy
-SIGNED = ["shm_pap", "cma_pap", "direct", "pap_direct", "pap_direct_copy", "pap_direct_zcopy"]
+SIGNED = ["shm_pap", "cma_pap", "direct", "pap_direct", "pap_direct_copy", "pap_direct_zcopy",
+          "shm_direct", "pap_shm_direct"]
+HIERARCHICAL = {"PAPCOLL_NODE_SIZE": "2"}                     # 2 emulated nodes: 2 ranks, 1
 SIZES = [(8, 16), (16, 0), (65536, 131072), (8, 2 << 20)]     # the last straddles pap_direct's
 FAST = {"PAPCOLL_TIMEOUT": "5"}                               # scheme threshold on mpi-rma
 
@@ -29,7 +31,8 @@ def test_fresh_receive_buffers_are_not_kept(run_mpi, name, kind):
 @pytest.mark.parametrize("a,b", SIZES, ids=[f"{a}-vs-{b}" for a, b in SIZES])
 @pytest.mark.parametrize("name", SIGNED)
 def test_calls_that_disagree_raise_on_every_rank(run_mpi, name, a, b):
-    ok(run_mpi(3, "hardening.py", "mismatch", name, str(a), str(b), env=FAST, timeout=120),
+    env = {**FAST, **(HIERARCHICAL if "shm_direct" in name else {})}
+    ok(run_mpi(3, "hardening.py", "mismatch", name, str(a), str(b), env=env, timeout=120),
        "mismatch")
 
 
@@ -93,3 +96,15 @@ def test_blame_falls_on_the_missing_rank_not_on_one_that_gave_up(run_mpi, name):
 
 def test_a_cma_failure_names_the_rank(run_mpi):
     ok(run_mpi(2, "hardening.py", "cma_rank", env=FAST, timeout=120), "cma_rank")
+
+
+@pytest.mark.parametrize("phase", ["gather", "scatter"])
+@pytest.mark.parametrize("name", ["shm_direct", "pap_shm_direct"])
+def test_a_process_dying_in_a_hierarchical_phase_is_named_everywhere(run_mpi, name, phase):
+    res = run_mpi(4, "hardening.py", "hier_dies", name, phase,
+                  env={**FAST, "PAPCOLL_NODE_SIZE": "2"}, timeout=120)
+    assert "HIER_DIES OK" in res.stdout, res.stdout[-4000:]
+    found = re.findall(r"HIER_DIES rank (\d) call \d: [^\n]*?no sign of rank\(s\) \[3\]",
+                       res.stdout)
+    assert sorted(found) == ["0", "1", "2"], res.stdout[-4000:]
+    assert [n for n in os.listdir(segment.SHM_DIR) if n.startswith(segment.PREFIX)] == []

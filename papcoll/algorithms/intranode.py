@@ -13,7 +13,6 @@ from .. import progress, rendezvous
 from ..errors import PapcollTimeoutError, TransportError
 from ..native import SignatureMismatch
 from ..progress import Deadline
-from ..trace import NoTrace
 from .registry import Algorithm
 
 def spans_nodes(ctx):
@@ -35,28 +34,29 @@ class IntraNodeAlgorithm(Algorithm):
         self.board = ctx.node
         self.n, self.me, self.ranks = self.board.n, self.board.me, self.board.ranks
         self.start = (self.me + 1) % self.n          # contention-free: successors first
-        self.tracing = not isinstance(ctx.trace, NoTrace)
+        self.tracing = ctx.trace.events
 
     def start_call(self):
         """A call begins: its deadline (the Communicator opens its trace record)."""
         self.deadline = Deadline(self.ctx.timeout)
 
-    def serve(self, loops, collect, what, target, posts=False, names=None, traced=None):
+    def serve(self, loops, collect, what, target, posts=False, names=None, traced=None,
+              remote=False):
         """Call ``collect(start, timeout)`` (a native loop over ``loops``, whose flags must
         reach ``target``) until it has served every pending source; each served source's data
         has arrived. ``names`` maps the loop's sources to the user ranks blamed when they do
         not come -- a rank, or a list (default: the node's processes) --, ``traced`` to the
         lists of user ranks whose
         blocks a source brings (default: the source's name). ``posts``: the first call also
-        posts my blocks (traced as "sent" then). Raises at the deadline, or when a peer's call
-        differs."""
+        posts my blocks (traced as "sent" then); ``remote``: the sources are on other nodes.
+        Raises at the deadline, or when a peer's call differs."""
         loops.start = self.start % loops.n
         while not self.serve_step(loops, collect, what, target, self.deadline.slice(), names,
-                                  traced, posts):
+                                  traced, posts, remote):
             posts = False
 
     def serve_step(self, loops, collect, what, target, seconds, names=None, traced=None,
-                   posts=False):
+                   posts=False, remote=False):
         """One native call of :meth:`serve`, waiting at most ``seconds`` (0: a poll; start
         with ``loops.start = ...``): whether every pending source is served now."""
         names = self.ranks if names is None else names
@@ -76,7 +76,7 @@ class IntraNodeAlgorithm(Algorithm):
             if self.tracing:
                 self.trace_each("received", served, traced or [[r] for r in names])
         elif seconds or self.deadline.expired():
-            self.still_coming(what, loops, target, names)
+            self.still_coming(what, loops, target, names, remote)
         return not loops.left
 
     def wait_all(self, loops, target, what):
@@ -85,11 +85,11 @@ class IntraNodeAlgorithm(Algorithm):
                       lambda: self.timeout(what, self.board.user_ranks(loops.missing())),
                       lambda: self.elsewhere(what, loops, target, self.ranks))
 
-    def still_coming(self, what, loops, target, names):
+    def still_coming(self, what, loops, target, names, remote=False):
         """After a native wait on ``loops`` in vain: raise at the deadline, or as soon as one
         of the sources still missing is known not to come."""
         if self.deadline.expired():
-            raise self.timeout(what, _ranks(names, loops.missing()))
+            raise self.timeout(what, _ranks(names, loops.missing()), remote)
         self.elsewhere(what, loops, target, names)
 
     def elsewhere(self, what, loops, target, names):
@@ -98,14 +98,14 @@ class IntraNodeAlgorithm(Algorithm):
         rendezvous.elsewhere(self.ctx.comm, list(source), int, f"{self.name} ({what})",
                              lambda rank: loops.flags.load(source[rank]) >= target)
 
-    def timeout(self, what, ranks):
+    def timeout(self, what, ranks, remote=False):
         """The timeout error for the user's ``ranks`` still missing: those that gave up on the
-        Communicator themselves (their board word, or their message) are not the cause."""
-        local = [self.ranks.index(r) for r in ranks if r in self.ranks]
-        gave = set(self.board.user_ranks(self.board.gave_up(local)))
-        gave.update(rendezvous.gave_up(self.ctx.comm, [r for r in ranks if r not in gave]))
-        return PapcollTimeoutError(f"{self.name} {what}", [r for r in ranks if r not in gave],
-                                   self.ctx.timeout, sorted(gave))
+        Communicator themselves are not the cause (rendezvous.blame; ``remote``: they are on
+        other nodes, give them a last look)."""
+        if remote:
+            rendezvous.last_look(self.ctx.comm, ranks, self.ctx.timeout)
+        missing, gave = rendezvous.blame(self.ctx.comm, ranks)
+        return PapcollTimeoutError(f"{self.name} {what}", missing, self.ctx.timeout, gave)
 
     def trace_each(self, what, peers, traced=None):
         """Trace ``what`` for each rank that ``peers`` (sources of a loop) bring: ``traced``

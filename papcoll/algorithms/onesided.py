@@ -49,13 +49,15 @@ class Exchange:
 
     def begin(self, sig, lengths):
         """A call begins: its deadline, sequence number and signature ``sig``; ``lengths``: the
-        bytes each peer's DATA notice carries (one number for all, or a list by peer)."""
+        bytes each peer's DATA notice carries (one number for all, or a list by peer), or None
+        when they may differ (the data says whose call it is: the caller checks it)."""
         self.epoch += 1
         self.deadline = Deadline(self.algo.ctx.timeout)
         self.sig = sig
         self.data = self.transport.board(DATA, self.epoch % 2)   # live: polls update it
         code = signature.code_of(sig)
         self.expected = (notice_word(self.epoch, code, lengths) if isinstance(lengths, int)
+                         else None if lengths is None
                          else [notice_word(self.epoch, code, n) for n in lengths])
 
     def end(self):
@@ -77,8 +79,10 @@ class Exchange:
         word = int(self.data[peer])
         if seq_of(word) != self.epoch & SEQ_MASK:
             return False
-        expected = self.expected if isinstance(self.expected, int) else self.expected[peer]
-        if word != expected:
+        expected = self.expected if isinstance(self.expected, int) or self.expected is None \
+            else self.expected[peer]
+        if word != expected and (expected is not None or
+                                 code_of(word) != signature.code_of(self.sig)):
             raise self.mismatch(peer, signature.make(code_of(word), length_of(word)))
         return True
 
@@ -200,10 +204,10 @@ class Exchange:
                            check=lambda still: rendezvous.elsewhere(
                                comm, [ranks[q] for q in still], int, doing,
                                lambda rank: self.transport.poll() or ready(ranks.index(rank))))
-        except PapcollTimeoutError as err:
-            gave = rendezvous.gave_up(comm, err.missing)
-            raise PapcollTimeoutError(f"{self.algo.name} {what}",
-                                      [q for q in err.missing if q not in gave], err.timeout,
+        except PapcollTimeoutError as err:              # peers are on other nodes here
+            rendezvous.last_look(comm, err.missing, err.timeout)
+            missing, gave = rendezvous.blame(comm, err.missing)
+            raise PapcollTimeoutError(f"{self.algo.name} {what}", missing, err.timeout,
                                       gave) from None
 
 

@@ -5,6 +5,7 @@ from .. import signature
 from ..errors import AlgorithmError, MismatchError
 
 REGISTRY = {}
+AUTO = "auto"      # not an algorithm: the name of the selection policy's choice (policy.py)
 _SCHEMES = {0: ("a CMA primitive", "")}     # signature code -> (algorithm, scheme); 0: node/cma.py
 
 
@@ -83,8 +84,16 @@ def lookup(name):
     try:
         return REGISTRY[name]
     except KeyError:
-        raise AlgorithmError(
-            f"unknown algorithm {name!r}; registered: {', '.join(sorted(REGISTRY))}") from None
+        raise AlgorithmError(f"unknown algorithm {name!r}; registered: "
+                             f"{', '.join(sorted(REGISTRY))} (or {AUTO!r}: the policy's choice)"
+                             ) from None
+
+
+def check(name):
+    """A name an algorithm may be chosen by: a registered one, or AUTO."""
+    if name != AUTO:
+        lookup(name)
+    return name
 
 
 def describe(sig):

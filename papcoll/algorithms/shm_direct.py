@@ -58,6 +58,7 @@ from .registry import register
 
 SEGMENT_BUDGET = 64 << 20     # bytes of outbox and inbound areas per node, both banks
 PIECE_ALIGN = 64              # pieces above this are multiples of a cache line
+HEADER = 64                   # bytes before each aggregate: the sender's call signature
 
 
 def piece_max(ppn, size):
@@ -70,22 +71,32 @@ def piece_max(ppn, size):
 
 
 class Layout:
-    """Where aggregates sit in every node's outbox and inbound areas, for pieces of ``piece``
-    bytes: node k's areas hold one aggregate per remote node r, in node order, each ppn_k x
-    ppn_r pieces (rows: node k's processes in the outbox, node r's in the inbound area)."""
+    """Where aggregates sit in every node's outbox and inbound areas: node k's areas hold one
+    place per remote node r, in node order, each a HEADER (the sender's call signature) and
+    then ppn_k x ppn_r pieces of up to ``piece_max`` bytes (rows: node k's processes in the
+    outbox, node r's in the inbound area). Places are sized for the largest piece, so they lie
+    where every rank expects them whatever the block size of its call: a disagreement is read
+    in the header, never in another call's blocks."""
 
-    def __init__(self, ppn, piece):
-        self.ppn, self.piece = ppn, piece
+    def __init__(self, ppn, piece_max):
+        self.ppn, self.piece_max = ppn, piece_max
         self.prefix = np.concatenate([[0], np.cumsum(ppn)]).tolist()
 
     def at(self, node, other):
-        """Offset, in a bank of ``node``'s area, of its aggregate for (outbox) or from
-        (inbound) node ``other``."""
+        """Offset, in a bank of ``node``'s area, of its place for (outbox) or from (inbound)
+        node ``other``."""
         before = self.prefix[other] - (self.ppn[node] if node < other else 0)
-        return self.ppn[node] * before * self.piece
+        nodes_before = other - (1 if node < other else 0)
+        return self.ppn[node] * before * self.piece_max + nodes_before * HEADER
 
-    def size(self, node, other):
-        return self.ppn[node] * self.ppn[other] * self.piece
+    def bank(self, node):
+        """The bytes of one bank of ``node``'s outbox, or of its inbound area."""
+        others = self.prefix[-1] - self.ppn[node]
+        return self.ppn[node] * others * self.piece_max + (len(self.ppn) - 1) * HEADER
+
+    def size(self, node, other, piece):
+        """The bytes an aggregate of pieces of ``piece`` bytes, header included, takes."""
+        return HEADER + self.ppn[node] * self.ppn[other] * piece
 
 
 @register("shm_direct", "hierarchical Direct: node gather, Direct among masters, one done flag")
@@ -108,8 +119,8 @@ class ShmDirect(IntraNodeAlgorithm):
         self.masters = topo.masters          # master of node r: masters[r], in the masters' comm r
         self.master = self.me == 0
         self.piece_max = piece_max(self.ppn, topo.size)
-        self.banks = [p * (topo.size - p) * self.piece_max for p in self.ppn]  # one bank, by node
-        bank = self.banks[self.k]
+        self.layout = Layout(self.ppn, self.piece_max)
+        bank = self.layout.bank(self.k)
         deadline = Deadline(ctx.timeout)
         self.segment = Segment(ctx.comm, (len(self.nodes) + 1) * LINE, 0, deadline, self.ranks,
                                shared_bytes=4 * bank)
@@ -186,7 +197,7 @@ class ShmDirect(IntraNodeAlgorithm):
                 remote, lambda start, timeout: remote.serve(
                     self.round, 0, start, timeout, length, dst=dst),
                 "waiting for remote nodes' blocks", self.round, seconds, plan.blame,
-                plan.traced)
+                plan.traced, remote=True)
             remote.start = self.k % remote.n
             if self.master:
                 trace.phase("masters")
@@ -202,25 +213,32 @@ class ShmDirect(IntraNodeAlgorithm):
         """My node's aggregates to every other master, once ``gather`` has completed them;
         theirs handed on to my node as they land, even before (PAP: a flag each, and I
         ``scatter`` my own part of it at once), or once all have (Direct: the one flag)."""
-        x, bank = self.exchange, self.round % 2
-        x.begin(sig, plan.lengths)
-        outbox = self.outbox[bank * self.banks[self.k]:]
+        x, bank, layout, k = self.exchange, self.round % 2, self.layout, self.k
+        x.begin(sig, None)                # lengths may differ: the headers say whose call
+        outbox = self.outbox[bank * layout.bank(k):]
+        inbound = self.inbound[bank * layout.bank(k):]
+        for r in self.remote:
+            outbox[layout.at(k, r):][:8].view(np.uint64)[0] = sig
 
         def send_to(r):
-            at = plan.layout.at(self.k, r)
-            x.put(r, INBOX, bank * self.banks[r] + plan.layout.at(r, self.k),
+            at = layout.at(k, r)
+            x.put(r, INBOX, bank * layout.bank(r) + layout.at(r, k),
                   outbox[at:at + plan.lengths[r]])
 
         def hand_on(r):
-            self.done.store(r, self.round)
-            scatter(0)
+            theirs = int(inbound[layout.at(k, r):][:8].view(np.uint64)[0])
+            if theirs != sig:             # no byte of a disagreeing aggregate goes further
+                raise x.mismatch(r, theirs)
+            if self.pap:
+                self.done.store(r, self.round)
+                scatter(0)
 
         if self.pap:
             x.copy_based(send_to, hand_on, "waiting for masters' aggregates", gather)
         else:
             while not gather(self.deadline.slice()):
                 pass
-            x.in_order(send_to, None, "waiting for masters' aggregates")
+            x.in_order(send_to, hand_on, "waiting for masters' aggregates")
             self.done.store(len(self.nodes), self.round)
         x.end()
 
@@ -247,15 +265,15 @@ class _Plan:
     def __init__(self, algo, block, board_bank, bank):
         board, me, n, k = algo.board, algo.me, algo.n, algo.k
         self.piece = piece = max(1, min(block, algo.piece_max))
-        self.layout = layout = Layout(algo.ppn, piece)
+        layout = algo.layout
         regions = native.buffer_address(board.segment.regions)
 
         def slot(owner, peer):                       # owner's board slot for peer, this bank
             return (regions + owner * board.segment.region_stride
                     + (board_bank * n + peer) * board.slot)
 
-        outbox = native.buffer_address(algo.outbox) + bank * algo.banks[k]
-        inbound = native.buffer_address(algo.inbound) + bank * algo.banks[k]
+        outbox = native.buffer_address(algo.outbox) + bank * layout.bank(k) + HEADER
+        inbound = native.buffer_address(algo.inbound) + bank * layout.bank(k) + HEADER
         dst, src = [], []
         for i, q in enumerate(algo.ranks):
             if i != me:
@@ -296,4 +314,5 @@ class _Plan:
             self.traced = [[q for r in algo.remote for q in algo.nodes[r]]]
         self.remote = native.ListLoops(flags, native.CopyList(first, dst, src, piece,
                                                               relative="dst"))
-        self.lengths = [layout.size(k, r) if r != k else 0 for r in range(len(algo.nodes))]
+        self.lengths = [layout.size(k, r, piece) if r != k else 0
+                        for r in range(len(algo.nodes))]

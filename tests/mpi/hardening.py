@@ -21,6 +21,10 @@ unclosed COUNT [NAME]  COUNT Communicators made and dropped without close(), one
 gave_up NAME       N=3: rank 2 never calls; rank 1 gives up before rank 0 calls: rank 0's
                    error blames rank 2 alone.
 cma_rank           N=2, cma_pap: a read from a process that is gone names its rank.
+hier_dies NAME PHASE  N=4 as 2 nodes of 2: rank 3 (a non-master) freezes, as if dead, in its
+                   second call's gather (before it posts) or scatter: the others name it within
+                   the timeout (those of the other node through its master, who gave up for
+                   want of it) and leave nothing in /dev/shm; then rank 0 kills it.
 exit_broken NAME   the last rank never calls; the others time out and exit without close(),
                    the last rank exits too: MPI_Finalize must come at once (atexit closes
                    what is left without hanging).
@@ -62,8 +66,10 @@ def resident():
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-def leftovers():
-    pids = world.allgather(os.getpid())
+def leftovers(pids=None):
+    """Names in /dev/shm that papcoll created from this job's processes (``pids``, or gathered
+    now: a collective)."""
+    pids = world.allgather(os.getpid()) if pids is None else pids
     return [n for n in os.listdir(segment.SHM_DIR)
             if n.startswith(tuple(f"{segment.PREFIX}{p}-" for p in pids))]
 
@@ -312,6 +318,45 @@ def dies(step):
     time.sleep(30)                                   # mpiexec ends us now that a rank died
 
 
+def hier_dies(name, phase):
+    import signal
+    from papcoll.node.board import NodeBoard
+    victim, pids = 3, world.allgather(os.getpid())
+    survivors = world.Split(0 if rank != victim else MPI.UNDEFINED, rank)
+    freeze = lambda: os.kill(os.getpid(), signal.SIGSTOP)
+    if rank == victim:
+        pc = papcoll.Communicator(world, trace="phases")
+        if phase == "gather":
+            post, posts = NodeBoard.post, []
+            NodeBoard.post = lambda board, *a: (posts.append(1), len(posts) == 2 and freeze(),
+                                                post(board, *a))
+        else:
+            trace = pc._context().trace
+            mark, marks = trace.phase, []
+            trace.phase = lambda what: (marks.append(what), marks.count("scatter") == 2
+                                        and what == "scatter" and freeze(), mark(what))
+    else:
+        pc = papcoll.Communicator(world)
+    send, want = fresh(8)
+    for call in range(1, 100):
+        recv = np.empty_like(send)
+        try:
+            pc.Alltoall(send, recv, algorithm=name)
+        except papcoll.PapcollTimeoutError as err:
+            assert rank != victim and err.missing == [victim], err
+            print(f"HIER_DIES rank {rank} call {call}: {err}", flush=True)
+            break
+        assert np.array_equal(recv, want), call
+    pc.close()
+    survivors.Barrier()
+    assert leftovers(pids) == []
+    survivors.Barrier()
+    if rank == 0:
+        print("HIER_DIES OK", flush=True)
+        os.kill(pids[victim], signal.SIGKILL)
+    time.sleep(30)                                   # mpiexec ends us now that a rank died
+
+
 def exit_broken(name):
     pc = papcoll.Communicator(world)
     send = np.zeros(size * 64, np.uint8)
@@ -328,7 +373,8 @@ mode, args = sys.argv[1], sys.argv[2:]
 {"rss": rss, "mismatch": lambda name, a, b: mismatch(name, int(a), int(b)), "policy": policy,
  "family": family, "beyond": beyond, "setup_missing": setup_missing, "threads_one": threads_one,
  "threads_two": threads_two, "unclosed": lambda count, *name: unclosed(int(count), *name),
- "gave_up": gave_up, "cma_rank": cma_rank, "dies": dies, "exit_broken": exit_broken}[mode](*args)
+ "gave_up": gave_up, "cma_rank": cma_rank, "dies": dies, "exit_broken": exit_broken,
+ "hier_dies": hier_dies}[mode](*args)
 world.Barrier()
 if rank == 0:
     print(f"{mode.upper()} OK", flush=True)
