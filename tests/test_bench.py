@@ -124,7 +124,9 @@ def test_arrival_run_writes_results(tmp_path, late):
     assert all(t["t_msg_us"] > 0 for t in result["t_msg"]["per_size"])
     assert len(result["clock"]["per_rank"]) == 2
     names = list(result["algorithms"])
-    assert "mpi" in names and set(names) | set(result["skipped"]) == set(papcoll.algorithms)
+    assert "mpi" in names and set(names) | set(result["skipped"]) == {*papcoll.algorithms, "auto"}
+    assert all(r["chosen"] in papcoll.algorithms for r in result["results"]
+               if r["algorithm"] == "auto")
     rows = result["results"]
     assert [(r["size"], r["mif"], r["algorithm"]) for r in rows] == \
         [(s, m, a) for s in sizes for m in mifs for a in names]

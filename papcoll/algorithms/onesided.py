@@ -205,6 +205,8 @@ class Exchange:
                                comm, [ranks[q] for q in still], int, doing,
                                lambda rank: self.transport.poll() or ready(ranks.index(rank))))
         except PapcollTimeoutError as err:              # peers are on other nodes here
+            if err.timeout is None:                      # ended early: blamed already
+                raise
             rendezvous.last_look(comm, err.missing, err.timeout)
             missing, gave = rendezvous.blame(comm, err.missing)
             raise PapcollTimeoutError(f"{self.algo.name} {what}", missing, err.timeout,
