@@ -22,19 +22,37 @@ def _open_mpi():
 MPIEXEC_FLAGS = ["--allow-run-as-root", "--oversubscribe"] if _open_mpi() else []
 
 
-def mpirun(n, script, *args, env=None, timeout=300):
+def hosts():
+    """The hosts of the two-host fabric (scripts/softroce-vm --hosts 2 sets SOFTROCE_VM_HOSTS
+    on its first host); [] elsewhere."""
+    return [h for h in os.environ.get("SOFTROCE_VM_HOSTS", "").split(",") if h]
+
+
+def placement(n):
+    """mpiexec flags putting ``n`` ranks on the fabric's hosts, consecutive ranks per host and as
+    even as can be (N=4: 0,1 on the first host, 2,3 on the second); none on one host."""
+    names = hosts()
+    if not names:
+        return []
+    per_host = -(-n // len(names))
+    return ["-hosts", ",".join(f"{name}:{per_host}" for name in names)]
+
+
+def mpirun(n, script, *args, env=None, timeout=300, flags=()):
     """Run ``tests/mpi/<script>`` on ``n`` ranks; return the CompletedProcess (output as text)."""
-    return launch(n, [HERE / "mpi" / script, *args], env=env, timeout=timeout)
+    return launch(n, [HERE / "mpi" / script, *args], env=env, timeout=timeout, flags=flags)
 
 
-def launch(n, argv, env=None, timeout=300):
+def launch(n, argv, env=None, timeout=300, flags=()):
     """Run ``python -m mpi4py ARGV...`` on ``n`` ranks; return the CompletedProcess.
+    ``flags`` go to mpiexec before ``-n``.
 
     ``python -m mpi4py`` aborts every rank on an unhandled exception, and the timeout kills the
     whole process group, so a broken algorithm can fail this test but never hang it.
     """
     before = leftovers.snapshot()
-    cmd = [MPIEXEC, *MPIEXEC_FLAGS, "-n", str(n), sys.executable, "-m", "mpi4py", *map(str, argv)]
+    cmd = [MPIEXEC, *MPIEXEC_FLAGS, *placement(n), *flags, "-n", str(n),
+           sys.executable, "-m", "mpi4py", *map(str, argv)]
     full_env = {**os.environ, "PAPCOLL_TIMEOUT": "30", **(env or {})}
     proc = subprocess.Popen(cmd, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, start_new_session=True)

@@ -30,11 +30,33 @@ late_rank = size - 1
 LATE = 1.0
 
 
+def late_clock_offset(pingpongs=10):
+    """Collective: what to add to my time.monotonic() to get the late rank's. Ranks may run on
+    different machines (scripts/softroce-vm --hosts 2), whose monotonic clocks are unrelated.
+    From the fastest of a few ping-pongs with the late rank: off by at most half its round trip."""
+    stamp = np.zeros(1)
+    best = (float("inf"), 0.0)                           # (round trip, offset)
+    for peer in range(size):
+        for _ in range(pingpongs if peer != late_rank else 0):
+            if rank == late_rank:
+                world.Recv(stamp, source=peer)
+                stamp[0] = time.monotonic()
+                world.Send(stamp, dest=peer)
+            elif rank == peer:
+                sent = time.monotonic()
+                world.Send(stamp, dest=late_rank)
+                world.Recv(stamp, source=late_rank)
+                back = time.monotonic()
+                best = min(best, (back - sent, stamp[0] - (sent + back) / 2))
+    return best[1] if rank != late_rank else 0.0
+
+
 def order(name, nbytes):
     with papcoll.Communicator(world, trace=True) as pc:
         send = np.full(size * nbytes, rank, np.uint8)
         recv = np.empty_like(send)
         pc.Alltoall(send, recv, algorithm=name)          # warm-up: set-up cost is not arrival
+        offset = late_clock_offset()
         world.Barrier()
         if rank == late_rank:
             time.sleep(LATE)
@@ -44,9 +66,9 @@ def order(name, nbytes):
         events = pc.traces[-1]["events"]
     late_arrival = world.bcast(arrived, root=late_rank)
     # Exchanges among early ranks that finished only after the late rank arrived:
-    held_up = [(what, peer, round(t - late_arrival, 3)) for what, peer, t in events
+    held_up = [(what, peer, round(t + offset - late_arrival, 3)) for what, peer, t in events
                if rank != late_rank and peer != late_rank and what in ("sent", "received")
-               and t > late_arrival]
+               and t + offset > late_arrival]
     return world.gather(held_up, root=0)
 
 

@@ -1,0 +1,95 @@
+"""papcoll across two kernels: ranks on two VMs, each with its own rxe device, joined by a
+virtual link (scripts/softroce-vm --hosts 2). Real RoCE packets between the hosts, a real node
+boundary that MPI's COMM_TYPE_SHARED finds without PAPCOLL_NODE_SIZE.
+
+N = 4: ranks 0, 1 on papcoll-h1 and 2, 3 on papcoll-h2 (tests/launcher.py: placement). These
+tests run only under the two-host fabric; elsewhere they skip, except with CI=true, where they
+fail: CI must really run them (scripts/test does, in its last step).
+"""
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+from launcher import hosts
+
+pytestmark = [pytest.mark.rdma, pytest.mark.two_hosts]
+
+N = 4
+# Real topology: PAPCOLL_NODE_SIZE empty means unset, whatever the caller's environment holds.
+REAL = {"PAPCOLL_TRANSPORT": "verbs", "PAPCOLL_NODE_SIZE": "", "PAPCOLL_TIMEOUT": "120"}
+# The one-sided algorithms, and the hierarchical ones over a real node boundary.
+ALGORITHMS = ["direct", "pap_direct", "pap_direct_copy", "pap_direct_zcopy", "shm_direct",
+              "pap_shm_direct"]
+KILL_TIMEOUT = 20      # PAPCOLL_TIMEOUT of the killed-rank test
+KILL_MARGIN = 5        # seconds past it that a survivor may take to report, under emulation
+
+
+@pytest.fixture(autouse=True)
+def two_hosts():
+    names = hosts()
+    if len(names) == 2:
+        return names
+    why = "not under the two-host fabric (SOFTROCE_VM_HOSTS unset)"
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{why}; with CI=true the two-host tests must run "
+                    "(inside scripts/softroce-vm --hosts 2)")
+    pytest.skip(f"{why}; run inside scripts/softroce-vm --hosts 2")
+
+
+def test_topology_finds_two_nodes(run_mpi, two_hosts):
+    res = run_mpi(N, "hosts.py", env=REAL, timeout=600)
+    assert res.returncode == 0, res.stdout[-4000:]
+    h1, h2 = two_hosts
+    assert f"HOSTS {h1},{h1},{h2},{h2}" in res.stdout, res.stdout[-4000:]
+    assert "SHARED 2,2,2,2" in res.stdout, res.stdout[-4000:]
+    assert "TRANSPORTS " + ",".join(["verbs:rxe0"] * N) in res.stdout, res.stdout[-4000:]
+    assert "TOPOLOGY nodes=[[0, 1], [2, 3]] emulated=False" in res.stdout, res.stdout[-4000:]
+
+
+def test_info_chooses_verbs():
+    env = {**os.environ, "PAPCOLL_TRANSPORT": ""}
+    res = subprocess.run([sys.executable, "-m", "papcoll", "info"], env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "chosen: verbs" in res.stdout, res.stdout
+
+
+@pytest.mark.parametrize("name", ALGORITHMS)
+def test_matrix_across_hosts(run_mpi, name):
+    env = {**REAL, "PAPCOLL_TEST_QUICK": "1", "PAPCOLL_TEST_CALLS": "60"}
+    res = run_mpi(N, "matrix.py", name, env=env, timeout=1200)
+    assert res.returncode == 0, res.stdout[-6000:]
+    assert f"PASS {name}:" in res.stdout, res.stdout[-3000:]
+    assert "transport verbs" in res.stdout
+
+
+@pytest.mark.parametrize("name", ["pap_direct_copy", "pap_direct_zcopy", "direct"])
+def test_pap_order_across_hosts(run_mpi, name):
+    # The late rank (3) is on the second host; the early ones on both.
+    res = run_mpi(N, "pap.py", "order", name, env=REAL, timeout=600)
+    assert res.returncode == 0, res.stdout[-4000:]
+    lines = [line for line in res.stdout.splitlines() if line.startswith("ORDER")]
+    assert len(lines) == 2, res.stdout[-4000:]
+    held = [("held up nothing" not in line) for line in lines]
+    assert all(held) if name == "direct" else not any(held), lines
+
+
+def test_killed_rank_reported_across_hosts(run_mpi, two_hosts):
+    """Rank 3 (second host) dies by SIGKILL in a loop of pap_direct calls; the ranks on the first
+    host must raise PapcollTimeoutError naming it within PAPCOLL_TIMEOUT. hydra must not end
+    the job at the death (-disable-auto-cleanup)."""
+    env = {**REAL, "PAPCOLL_TIMEOUT": str(KILL_TIMEOUT)}
+    res = run_mpi(N, "kill.py", "pap_direct", "3", env=env, timeout=600,
+                  flags=["-disable-auto-cleanup"])
+    out = res.stdout
+    assert re.search(rf"VICTIM 3@{two_hosts[1]}: dies", out), out[-4000:]
+    # One report per survivor; ranks' lines may interleave, so match anywhere.
+    reports = dict(re.findall(r"SURVIVOR (\d)@\S+: (.*?)(?=SURVIVOR|VICTIM|\n|$)", out))
+    for rank in (0, 1):                        # the first host
+        report = reports.get(str(rank))
+        assert report is not None, f"rank {rank} reported nothing:\n{out[-4000:]}"
+        found = re.match(r"PapcollTimeoutError missing \[3\] after ([\d.]+) s", report)
+        assert found, f"rank {rank}: {report}"
+        assert float(found.group(1)) <= KILL_TIMEOUT + KILL_MARGIN, f"rank {rank}: {report}"
