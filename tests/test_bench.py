@@ -140,3 +140,17 @@ def test_arrival_run_writes_results(tmp_path, late):
         if late and row["mif"]:
             delays = np.array(row["per_rank"]["planned_delay_us"])
             assert ((delays == row["delay_bound_us"]).sum(axis=1) == 1).all()
+
+
+@pytest.mark.mpi
+def test_cost_reports_every_algorithm_against_mpi():
+    res = launch(3, ["-m", "papcoll.bench", "cost", "--sizes", "8,1K", "--iterations", "4",
+                     "--algorithms", "mpi,pap_direct,shm_pap,auto"], timeout=240)
+    assert res.returncode == 0, res.stdout[-4000:]
+    assert "# papcoll cost: N=3, transport " in res.stdout
+    rows = [line.split() for line in res.stdout.splitlines() if line[:1].isdigit()]
+    assert [(r[0], r[1]) for r in rows] == [(s, a) for s in ("8", "1K")
+                                            for a in ("mpi", "pap_direct", "shm_pap", "auto")]
+    for size, name, cpu, wall, ratio in rows:
+        assert float(cpu) > 0 and float(wall) > 0
+        assert name != "mpi" or float(ratio) == 1.0

@@ -61,11 +61,6 @@ now_ns = lib.pc_now_ns
 now_ns.__doc__ = "CLOCK_MONOTONIC in nanoseconds (the clock of every native deadline)."
 
 
-lib, lane_alltoall = _load()
-now_ns = lib.pc_now_ns
-now_ns.__doc__ = "CLOCK_MONOTONIC in nanoseconds (the clock of every native deadline)."
-
-
 # ---- argument checks ---------------------------------------------------------
 
 def address(array):
