@@ -18,8 +18,9 @@ def info():
     width = max(map(len, papcoll.algorithms))
     lines += [f"  {name:{width}}  {cls.description}" for name, cls in papcoll.algorithms.items()]
     lines += ["", "selection policy (first matching row wins):"]
-    lines += [f"  {where:11}  block x N <= {limit if limit is not None else 'any':>7}  -> {name}"
-              for where, limit, name in policy.TABLE]
+    lines += [f"  {where:16}  block x N <= {limit if limit is not None else 'any':>7}"
+              f"  block >= {floor or 0:>7}  -> {name}"
+              for where, limit, floor, name in policy.TABLE]
     lines += ["", "transports (PAPCOLL_TRANSPORT):"]
     lines += [f"  {line}" for line in transport.status()]
     measured = config.cma_throttle()

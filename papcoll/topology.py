@@ -24,6 +24,7 @@ class Topology:
     nodes: list          # ranks of every node, ascending
     emulated: bool
     crowded: bool        # my machine runs more of these processes than they have cores
+    crowded_anywhere: bool   # some machine does: the same on every rank, for the policy
 
     @property
     def node(self):
@@ -62,9 +63,12 @@ def discover(comm, deadline, node_size=None):
     node_ids = sorted(set(leaders))
     node_of = [node_ids.index(leader) for leader in leaders]
     nodes = [[r for r in range(size) if node_of[r] == n] for n in range(len(node_ids))]
-    cpus = set().union(*(found[r][1] for r in mates))
+    def crowded(machine):
+        return len(machine) > len(set().union(*(found[r][1] for r in machine)))
+
     return Topology(rank, size, node_of, nodes, emulated=node_size is not None,
-                    crowded=len(mates) > len(cpus))
+                    crowded=crowded(mates),
+                    crowded_anywhere=any(crowded(found[r][0]) for r in range(size)))
 
 
 def _ranks_in(sub, comm):

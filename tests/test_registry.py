@@ -1,10 +1,13 @@
 """Registry, selection policy and settings."""
+from types import SimpleNamespace
+
 import pytest
 
 import papcoll
 from papcoll import config
 from papcoll.algorithms import lookup, policy
 from papcoll.errors import AlgorithmError, PapcollError
+from papcoll.topology import Topology
 
 
 def test_every_algorithm_has_a_name_and_description():
@@ -18,10 +21,35 @@ def test_unknown_algorithm_lists_the_known_ones():
 
 
 def test_policy_rows_name_registered_algorithms():
-    for where, limit, name in policy.TABLE:
-        assert where in ("single-node", "multi-node", "any")
+    for where, limit, floor, name in policy.TABLE:
+        assert where in ("single-node", "multi-node", "multi-node spare", "any")
         assert limit is None or limit >= 0
+        assert floor is None or floor >= 0
         lookup(name)
+
+
+def fake_ctx(nodes, crowded, cma=True):
+    size = sum(nodes)
+    node_of = [n for n, count in enumerate(nodes) for _ in range(count)]
+    topology = Topology(0, size, node_of, [[r for r in range(size) if node_of[r] == n]
+                                           for n in range(len(nodes))],
+                        emulated=True, crowded=crowded, crowded_anywhere=crowded)
+    return SimpleNamespace(topology=topology, size=size,
+                           cma=SimpleNamespace(available=cma, reason="off"))
+
+
+@pytest.mark.parametrize("nodes,crowded,block,cma,chosen", [
+    ([4], True, 8, True, "shm_pap"),
+    ([4], False, 1 << 20, True, "cma_pap"),
+    ([4], False, 1 << 20, False, "shm_pap"),
+    ([2, 2], True, 8, True, "mpi"),
+    ([2, 2], True, 1 << 20, True, "mpi"),          # processes outnumber cores: MPI at every size
+    ([2, 2], False, (1 << 20) - 1, True, "mpi"),
+    ([2, 2], False, 1 << 20, True, "pap_direct"),
+    ([4, 4, 3], False, 4 << 20, True, "pap_direct"),
+])
+def test_policy_choices(nodes, crowded, block, cma, chosen):
+    assert policy.choose(fake_ctx(nodes, crowded, cma), block) == chosen
 
 
 @pytest.mark.parametrize("name,value", [("PAPCOLL_TIMEOUT", "0"), ("PAPCOLL_TIMEOUT", "soon"),
