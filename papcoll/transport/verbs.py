@@ -331,11 +331,9 @@ class _Local:
                 cache.clear()
         while self._opened:                   # QPs, MR, CQs, PD, context: children first
             self._opened.pop().close()
-        if getattr(self, "mapping", None) is not None:
-            self.fixed = None
-            self.mapping.close()
-            self.mapping = None
-        self.inbox = None
+        # The fixed region's MR is gone, so nothing writes there any more; its memory goes
+        # with the last view of it (a caller's board or inbox view may outlive this call).
+        self.fixed = self.mapping = self.inbox = None
 
 
 def _whole(data):

@@ -13,6 +13,7 @@ from mpi4py import MPI
 
 from papcoll import topology, transport
 from papcoll.errors import TransportError
+from papcoll.progress import Deadline
 from papcoll.transport.verbs import find_device
 
 world = MPI.COMM_WORLD
@@ -24,11 +25,10 @@ except TransportError as err:
     device = f"none ({err})"
 rows = world.gather((socket.gethostname(), shared.Get_size(), f"{chosen}:{device}"), root=0)
 shared.Free()
-topo = topology.discover(world)
+topo = topology.discover(world, Deadline(120))
 if world.Get_rank() == 0:
     names, sizes, transports = zip(*rows)
     print("HOSTS " + ",".join(names), flush=True)
     print("SHARED " + ",".join(map(str, sizes)), flush=True)
     print("TRANSPORTS " + ",".join(transports), flush=True)
     print(f"TOPOLOGY nodes={topo.nodes} emulated={topo.emulated}", flush=True)
-topo.free()

@@ -20,7 +20,7 @@ comm = MPI.COMM_WORLD.Dup()
 rank, size = comm.Get_rank(), comm.Get_size()
 right, left = (rank + 1) % size, (rank - 1) % size
 SLOT = 256
-t = VerbsTransport(comm, SLOT, Deadline(60))
+t = VerbsTransport(comm, 2 * size * SLOT, Deadline(60))   # inbox: 2 banks x size slots
 
 
 def wait_notice(kind, peer, seq):
@@ -39,7 +39,8 @@ block = np.arange(SLOT, dtype=np.uint8) ^ rank
 t.put(right, INBOX, (1 * size + rank) * SLOT, block, notice=(DATA, 1, 7))
 word = wait_notice(DATA, left, 1)
 assert word == notice_word(1, 7, SLOT) and code_of(word) == 7 and length_of(word) == SLOT
-assert np.array_equal(t.inbox_slot(1, left), np.arange(SLOT, dtype=np.uint8) ^ left)
+at = (1 * size + left) * SLOT
+assert np.array_equal(t.inbox[at:at + SLOT], np.arange(SLOT, dtype=np.uint8) ^ left)
 
 # 2. Expose a receive buffer, advertise it, and write into it from the left neighbour.
 recv = np.zeros(4096 + 3, np.uint8)

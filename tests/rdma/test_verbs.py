@@ -1,5 +1,5 @@
 """papcoll over RDMA verbs (SoftRoCE inside the VM): the transport alone, the correctness
-matrix for the point-to-point algorithms, and PAP order. Emulation is ~10x slower than the host,
+matrix for the point-to-point and the hierarchical algorithms, and PAP order. Emulation is ~10x slower than the host,
 so the matrix here is the quick variant (PAPCOLL_TEST_QUICK) and N stays at 2..4."""
 import pytest
 
@@ -21,6 +21,19 @@ def test_matrix_over_verbs(run_mpi, nprocs):
     res = run_mpi(nprocs, "matrix.py", *ALGORITHMS, env=env, timeout=1200)
     assert res.returncode == 0, res.stdout[-6000:]
     for name in ALGORITHMS:
+        assert f"PASS {name}:" in res.stdout, res.stdout[-3000:]
+    assert "transport verbs" in res.stdout
+
+
+@pytest.mark.parametrize("nprocs,node_size", [(2, 1), (3, 2), (4, 2)])
+def test_hierarchical_matrix_over_verbs(run_mpi, nprocs, node_size):
+    # The masters' aggregates go over verbs into the other node's segment (an MR on it).
+    env = {**VERBS, "PAPCOLL_NODE_SIZE": str(node_size), "PAPCOLL_TEST_QUICK": "1",
+           "PAPCOLL_TEST_CALLS": "60"}
+    names = ["shm_direct", "pap_shm_direct"]
+    res = run_mpi(nprocs, "matrix.py", *names, env=env, timeout=1200)
+    assert res.returncode == 0, res.stdout[-6000:]
+    for name in names:
         assert f"PASS {name}:" in res.stdout, res.stdout[-3000:]
     assert "transport verbs" in res.stdout
 
