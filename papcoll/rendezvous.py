@@ -96,9 +96,12 @@ def give_up(comm, error):
     """Tell every other process of ``comm`` that this one gave up on it because of ``error``
     (its type and text, and the ranks it found missing, if any), without waiting for anyone."""
     me = comm.Get_rank()
-    why = (f"{type(error).__name__}: {error}", list(getattr(error, "missing", None) or ()))
+    missing = list(getattr(error, "missing", None) or ())
+    why = (f"{type(error).__name__}: {error}", missing)
+    # Not to the missing ones: they may be dead, and a message to a dead process on another
+    # host can bring the MPI library down in this one.
     _abandoned.extend(comm.isend(why, dest=q, tag=GAVE_UP)
-                      for q in range(comm.Get_size()) if q != me)
+                      for q in range(comm.Get_size()) if q != me and q not in missing)
 
 
 def elsewhere(comm, ranks, user, doing, arrived):

@@ -69,8 +69,10 @@ class PapDirect(OneSidedAlgorithm):
         block = recv.block
         x.begin(self.signature(block, "copy-based"), block)
         me, n, slot, bank = x.rank, x.size, self.slot, x.epoch % 2
-        source = send if send is not None else recv       # in place: a block is sent before
-        inbox = x.transport.inbox                          # the peer's block overwrites it
+        # In place, q's block would overwrite my block for q, which a put may still be reading
+        # (verbs reads its source after the post, until complete()): send from a copy.
+        source = self.private_send(send, recv)
+        inbox = x.transport.inbox
 
         def send_to(peer):
             x.put(peer, INBOX, (bank * n + me) * slot, source.block_of(peer))

@@ -142,7 +142,10 @@ class VerbsTransport(Transport):
             attr.path_mtu = L.mtu
             attr.dest_qp_num, attr.rq_psn, attr.sq_psn = qpn, psn, L.psns[peer]
             attr.max_dest_rd_atomic = attr.max_rd_atomic = 1
-            attr.min_rnr_timer, attr.timeout, attr.retry_cnt, attr.rnr_retry = 12, 14, 7, 7
+            # ACK timeout 4.096 us x 2^18 (~1 s), 7 retries: a stalled emulated host (SoftRoCE
+            # between two VMs on a busy machine) is not taken for a dead one; a dead peer still
+            # fails the write in ~8 s, within any sensible PAPCOLL_TIMEOUT.
+            attr.min_rnr_timer, attr.timeout, attr.retry_cnt, attr.rnr_retry = 12, 18, 7, 7
             route = L.addr.GlobalRoute(dgid=L.addr.GID(_gid_str(gid_bytes)), sgid_index=L.gid_index)
             attr.ah_attr = L.addr.AHAttr(gr=route, is_global=1, dlid=lid, port_num=L.port)
             qp.to_init(attr)
@@ -245,6 +248,8 @@ class VerbsTransport(Transport):
     def _check(self, wc, what):
         e = self._local.e
         if wc.status != e.IBV_WC_SUCCESS:
+            if what == "receive" and wc.status == e.IBV_WC_WR_FLUSH_ERR:
+                self._reap_sends()     # the queue pair failed: a write's error says why
             peer = self._peer_of_qpn.get(wc.qp_num, "?")
             raise TransportError(f"{what} with rank {peer} failed on {self._local.device}: "
                                  f"{self._local.cq_mod.cqe_status_to_str(wc.status)} "
