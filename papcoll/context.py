@@ -97,7 +97,10 @@ class Context:
         """An error left a call unfinished: peers are in an unknown state. Never reuse this
         Context, and tell the others that this process gave up on it."""
         self.broken = error
-        rendezvous.give_up(self.comm, error)
+        topo = getattr(self, "topology", None)
+        far = () if topo is None else [r for r in range(self.size)
+                                        if topo.node_of[r] != topo.node and not topo.emulated]
+        rendezvous.give_up(self.comm, error, far)
         if self.node is not None:
             self.node.give_up()
 
@@ -117,6 +120,8 @@ class Context:
                 self.broken = err
                 self.release(collective=False)
                 raise
+        else:
+            rendezvous.tell_missing(self.comm)
         self.release(collective)
 
     def release(self, collective):

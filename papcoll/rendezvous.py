@@ -29,6 +29,7 @@ TAG = 0x5A9C        # on papcoll's private communicator only: never matches the 
 GAVE_UP = TAG + 1   # "my Communicator broke": see give_up
 _abandoned = []     # sends still in flight when a meeting failed: their buffers must stay alive
 _gave_up = {}       # communicator handle -> {rank: (why, ranks it missed)}, as messages came
+_untold = {}        # communicator handle -> (why, ranks): a give-up not yet sent to those ranks
 
 
 def exchange(comm, what, value, deadline, members=None, ranks=None, without_gave_up=False):
@@ -92,16 +93,26 @@ def exchange(comm, what, value, deadline, members=None, ranks=None, without_gave
     return got
 
 
-def give_up(comm, error):
+def give_up(comm, error, far=()):
     """Tell every other process of ``comm`` that this one gave up on it because of ``error``
-    (its type and text, and the ranks it found missing, if any), without waiting for anyone."""
+    (its type and text, and the ranks it found missing, if any), without waiting for anyone.
+    Missing ranks among ``far`` (those on other machines) hear of it only at close
+    (:func:`tell_missing`): they may be dead, and a message to a dead process on another host
+    can crash the MPI library (MPICH does) before this process has reported its error."""
     me = comm.Get_rank()
     missing = list(getattr(error, "missing", None) or ())
     why = (f"{type(error).__name__}: {error}", missing)
-    # Not to the missing ones: they may be dead, and a message to a dead process on another
-    # host can bring the MPI library down in this one.
+    later = [q for q in missing if q in far]
     _abandoned.extend(comm.isend(why, dest=q, tag=GAVE_UP)
-                      for q in range(comm.Get_size()) if q != me and q not in missing)
+                      for q in range(comm.Get_size()) if q != me and q not in later)
+    if later:
+        _untold[comm.handle] = (why, later)
+
+
+def tell_missing(comm):
+    """Send the give-up that :func:`give_up` kept from the ranks it found missing."""
+    why, ranks = _untold.pop(comm.handle, (None, ()))
+    _abandoned.extend(comm.isend(why, dest=q, tag=GAVE_UP) for q in ranks)
 
 
 def elsewhere(comm, ranks, user, doing, arrived):
@@ -160,6 +171,7 @@ def blame(comm, ranks):
 def forget(comm):
     """``comm`` is about to be freed: drop what was learnt of it."""
     _gave_up.pop(comm.handle, None)
+    _untold.pop(comm.handle, None)
 
 
 def gave_up(comm, ranks):
