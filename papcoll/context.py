@@ -98,9 +98,7 @@ class Context:
         Context, and tell the others that this process gave up on it."""
         self.broken = error
         topo = getattr(self, "topology", None)
-        far = () if topo is None else [r for r in range(self.size)
-                                        if topo.node_of[r] != topo.node and not topo.emulated]
-        rendezvous.give_up(self.comm, error, far)
+        rendezvous.give_up(self.comm, error, () if topo is None else topo.other_machines)
         if self.node is not None:
             self.node.give_up()
 
