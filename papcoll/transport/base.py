@@ -89,7 +89,9 @@ class Transport:
 
     def expose(self, array):
         """Make ``array`` (uint8, my receive buffer) writable by peers; return its descriptor
-        (``DESCRIPTOR``). Registrations never keep the array alive (regcache.py)."""
+        (``DESCRIPTOR``). Registrations never keep the array alive (regcache.py). An empty
+        array registers nothing (verbs cannot register 0 bytes): its descriptor takes only
+        empty puts, which still carry their notice."""
         raise NotImplementedError
 
     def put(self, peer, dest, offset, data, notice=None):

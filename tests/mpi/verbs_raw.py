@@ -1,8 +1,8 @@
 """MPI worker (2+ ranks, inside the SoftRoCE VM): the verbs transport by itself.
 
-Writes into the inbox and into an exposed buffer, with and without a notice; checks the bytes
-and the notice words (sequence number, signature code and the length the completion reports);
-sequence numbers past the immediate's bits; then makes a write fail (a wrong rkey) and checks
+Writes into the inbox and into an exposed buffer (an empty one too), with and without a notice;
+checks the bytes and the notice words (sequence number, signature code and the length the
+completion reports); sequence numbers past the immediate's bits; then makes a write fail (a wrong rkey) and checks
 the error carries the device's completion status text. Rank 0 prints RAW OK.
 """
 import gc
@@ -58,6 +58,18 @@ try:                                                       # past the exposed bu
     raise AssertionError("a put past an exposed buffer was posted")
 except TransportError as err:
     assert "overruns" in str(err), err
+t.complete()
+
+# 2b. An empty receive buffer (a call of 0-byte blocks) registers nothing -- an MR cannot be
+# empty; CI once hit EINVAL here -- and still takes the empty write that carries the notice.
+before = len(t._local.exposed)
+empty = np.empty(0, np.uint8)
+record[:DESCRIPTOR.size] = np.frombuffer(t.expose(empty), np.uint8)
+assert len(t._local.exposed) == before
+t.put(left, ADVERTS, rank * ADVERT_BYTES, record, notice=(ADVERT, 2, 7))
+wait_notice(ADVERT, right, 2)
+t.put(right, t.advert(right)[:DESCRIPTOR.size], 0, empty, notice=(DATA, 3, 7))
+assert length_of(wait_notice(DATA, left, 3)) == 0
 t.complete()
 
 # 3. Sequence numbers outgrow the immediate's bits: the low bits go round, banks alternate.
