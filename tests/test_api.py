@@ -10,7 +10,9 @@ def test_api(run_mpi, nprocs):
 
 
 @pytest.mark.mpi
+@pytest.mark.parametrize("algorithm", ["auto", "mpi"])
 @pytest.mark.parametrize("nprocs", [1, 2, 3, 5])
-def test_fast_lane_serves_only_what_the_full_path_checked(run_mpi, nprocs):
-    res = run_mpi(nprocs, "lane.py")
+def test_fast_lane_serves_only_what_the_full_path_checked(run_mpi, nprocs, algorithm):
+    env = {} if algorithm == "auto" else {"PAPCOLL_ALGORITHM": algorithm}
+    res = run_mpi(nprocs, "lane.py", env=env)
     assert res.returncode == 0 and "LANE OK" in res.stdout, res.stdout[-4000:]

@@ -1,5 +1,5 @@
-"""MPI worker for the fast lane (shm_pap's, see native/papcoll_lane.c); valid at any N on one
-node. Calls of an armed shape must skip papcoll's Python path and still deliver exactly what
+"""MPI worker for the fast lanes: shm_pap's (native/papcoll_lane.c), or the algorithm
+PAPCOLL_ALGORITHM names (``mpi``: algorithms/mpi.py); valid at any N on one node. Calls of an armed shape must skip papcoll's Python path and still deliver exactly what
 MPI_Alltoall does, MPI.IN_PLACE and [buf, datatype] specs included; every call the lane
 cannot serve (a changed format or datatype, a read-only or overlapping buffer, other spec
 forms) must fall back to the full path and get its result or its error. Rank 0 prints
@@ -72,6 +72,8 @@ with papcoll.Communicator(world) as pc:
         send, recv, want = data()
         expect("full", lambda: pc.Alltoall(send, recv))          # arms the lane
         assert np.array_equal(recv, want)
+        armed = pc._context().lanes[None][1].name
+        assert armed == os.environ.get("PAPCOLL_ALGORITHM", "shm_pap"), armed
         for _ in range(20):                                      # same shape, fresh buffers
             send, recv, want = data()
             expect("lane", lambda s=send, r=recv: pc.Alltoall(s, r))
