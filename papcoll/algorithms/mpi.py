@@ -39,29 +39,31 @@ class Lane:
         self.format, self.itemsize, self.datatype = buffer_format, itemsize, datatype
 
     def run(self, sendbuf, recvbuf):
-        recv = self._view(recvbuf)
+        recv, rdata = self._view(recvbuf)
         if recv is None or recv.readonly:
             return 0
         if sendbuf is MPI.IN_PLACE:
             self.comm.Alltoall(MPI.IN_PLACE, [recv, MPI.BYTE])
             return 1
-        send = self._view(sendbuf)
-        if send is None or (self.nbytes and np.may_share_memory(send, recv)):
+        send, sdata = self._view(sendbuf)
+        if send is None or (self.nbytes and np.may_share_memory(sdata, rdata)):
             return 0
         self.comm.Alltoall([send, MPI.BYTE], [recv, MPI.BYTE])
         return 1
 
     def _view(self, spec):
+        """(a memoryview of the buffer, the buffer) if ``spec`` has the armed shape, else
+        (None, None)."""
         if self.datatype is not None:              # [buf, datatype]: the datatype says what
             if type(spec) not in (list, tuple) or len(spec) != 2 or spec[1] is not self.datatype:
-                return None
+                return None, None
             spec = spec[0]                         # the bytes are; the buffer's format not
         try:
             view = memoryview(spec)
         except TypeError:
-            return None
-        if view.nbytes != self.nbytes or not view.c_contiguous:
-            return None
-        if self.datatype is None and (view.format != self.format or view.itemsize != self.itemsize):
-            return None
-        return view
+            return None, None
+        if view.nbytes != self.nbytes or not view.c_contiguous or (
+                self.datatype is None and (view.format != self.format
+                                           or view.itemsize != self.itemsize)):
+            return None, None
+        return view, spec
