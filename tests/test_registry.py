@@ -40,6 +40,8 @@ def fake_ctx(nodes, crowded, cma=True):
 
 @pytest.mark.parametrize("nodes,crowded,block,cma,chosen", [
     ([4], True, 8, True, "shm_pap"),
+    ([2], False, policy.SHM_LIMIT // 2, True, "shm_pap"),    # the call at the limit
+    ([2], False, policy.SHM_LIMIT // 2 + 1, True, "cma_pap"),
     ([4], False, 1 << 20, True, "cma_pap"),
     ([4], False, 1 << 20, False, "shm_pap"),
     ([2, 2], True, 8, True, "mpi"),

@@ -8,13 +8,17 @@ every rank of a call, so every rank chooses alike.
 from .registry import lookup
 
 # Largest call (block x processes) shm_pap serves on one node. Its two copies go through
-# 64 KiB slots that stay in cache, and beat cma_pap's single copy (a syscall, and pinning every
-# page of the peer's buffer) while the processes' buffers fit in cache too: shm_pap won at
-# 128 KiB to 2 MiB x 2, 256 KiB to 1 MiB x 3 and up to 512 KiB x 4 processes, and lost or tied
-# at 4 MiB x 2 and 1 MiB x 4 (papcoll.bench arrival, MIF 1 and 32, this 2-core machine); the
-# limit sits between 2 and 4 MiB, where the measurements part. cma_pap declines when CMA is
-# not permitted; then shm_pap (the row after it) takes every size.
-SHM_LIMIT = 3 << 20
+# slots of at most 64 KiB; a block larger than a slot goes in pieces, one epoch each, and every
+# piece waits for every process. Measured (papcoll.bench arrival, 200 iterations, MIF 1 and 32,
+# MPICH, this 2-core machine; the issue-13 note has every cell): shm_pap beat MPI_Alltoall
+# (0.35-0.90 x) up to 128 KiB x 2, 64 KiB x 3 and 64 KiB x 4 processes, and lost (1.25-3.0 x)
+# from 256 KiB x 2, 128 KiB x 3 and 128 KiB x 4: the calls of up to 256 KiB won, the larger
+# lost. Above that cma_pap lost too (1.06-1.98 x, one cell 0.96), but by less, and it beat
+# MPICH at the large cells of an earlier 16-core run; an earlier run here had shm_pap ahead up
+# to 2 MiB x 2, which today's machine does not reproduce (the same commit: 611 against 206 us
+# at 1 MiB x 2). cma_pap declines when CMA is not permitted; then shm_pap (the row after it)
+# takes every size.
+SHM_LIMIT = 256 << 10
 
 # Smallest block (bytes per peer) pap_direct serves across nodes, where no machine of the job
 # runs more processes than it has cores. Measured (papcoll.bench arrival, 200 iterations, MPICH,

@@ -1,5 +1,5 @@
 """``shm_pap``: PAP-aware alltoall inside a node, copy-based through the node board (calls
-up to a few MiB per process; see policy.py).
+of up to 256 KiB per process by default; see policy.py).
 
 Board (node/board.py): per process a post (flag, signatures) and a data region of two banks
 x n slots; slot [bank][q] of process p holds p's block for q. A call:
@@ -21,9 +21,9 @@ The flag only grows, so a flag >= e (q may already be in e + 1) still means q's 
 
 MPI.IN_PLACE needs no copy: all my blocks are posted before any incoming block overwrites them.
 Blocks larger than a slot go in slot-sized pieces, each piece one epoch, the same protocol:
-the slots stay in cache, which is why two copies beat CMA's one up to a few MiB. Every piece
-carries the signature of the whole call, so calls that disagree on the size are caught at the
-first piece; a call of empty blocks is one piece of none (its peers still see it).
+the slots stay in cache, but every piece waits for every process (policy.py: where that
+wins). Every piece carries the signature of the whole call, so calls that disagree on the
+size are caught at the first piece; a call of empty blocks is one piece of none (its peers still see it).
 
 The lane: once a call with plain buffers has gone through papcoll's full checks, calls of the
 same shape (buffers.lane_shape: format, item size, length) skip Python altogether
@@ -37,7 +37,7 @@ from .registry import register
 
 
 @register("shm_pap", "PAP-aware intra-node alltoall copying through a shared segment "
-                     "(up to a few MiB)")
+                     "(small and mid-size calls)")
 class ShmPap(IntraNodeAlgorithm):
     def __init__(self, ctx):
         super().__init__(ctx)

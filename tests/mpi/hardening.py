@@ -6,7 +6,7 @@ rss NAME KIND      100 calls, each with a fresh 16 MiB receive buffer (KIND nump
 mismatch NAME A B  the last rank passes B bytes per peer, the others A (after three calls of
                    A on every rank, so a lane may be armed): every rank raises MismatchError
                    naming the calls, within the timeout, and the Communicator is unusable.
-policy             N=2: 1 MiB against 2 MiB per peer, algorithm left to the policy
+policy             N=2: calls at and above policy.SHM_LIMIT, algorithm left to the policy
                    (shm_pap against cma_pap): MismatchError on both.
 family             N=2: shm_pap against pap_direct on first use: an error within the timeout
                    on both, nothing left in /dev/shm.
@@ -46,6 +46,7 @@ import pattern  # noqa: E402
 import papcoll  # noqa: E402
 from papcoll import context  # noqa: E402
 from papcoll.node import segment  # noqa: E402
+from papcoll.algorithms.policy import SHM_LIMIT  # noqa: E402
 
 world = MPI.COMM_WORLD
 rank, size = world.Get_rank(), world.Get_size()
@@ -137,10 +138,11 @@ def mismatch(name, a, b):
 
 def policy():
     pc = papcoll.Communicator(world)
-    nbytes = (1 << 20) * (rank + 1)
+    small = SHM_LIMIT // size                   # rank 0 at the limit, the others above it
+    nbytes = small * (1 if rank == 0 else 2)
     send = np.zeros(size * nbytes, np.uint8)
     expect(papcoll.MismatchError, lambda: pc.Alltoall(send, np.empty_like(send)),
-           "shm_pap with 1048576 bytes per peer", "cma_pap with 2097152 bytes per peer")
+           f"shm_pap with {small} bytes per peer", f"cma_pap with {2 * small} bytes per peer")
     pc.close()
 
 
