@@ -133,7 +133,8 @@ class ShmDirect(IntraNodeAlgorithm):
             rendezvous.agree(ctx.comm, f"{self.name}: masters communicator", deadline)
             self.comm = ctx.comm.Split(0 if self.master else MPI.UNDEFINED, ctx.rank)
             if self.master:
-                self.exchange = Exchange(self, open_transport(self.comm, self.inbound, deadline),
+                self.exchange = Exchange(self, open_transport(self.comm, self.inbound, deadline,
+                                                        self.masters),
                                          self.masters)
         except BaseException:
             self.close(collective=False)

@@ -48,7 +48,7 @@ def transport_class():
     return TRANSPORTS[choose()]
 
 
-def open_transport(comm, inbox, deadline):
+def open_transport(comm, inbox, deadline, names=None):
     """Collective, bounded by ``deadline``: set up the chosen transport over ``comm`` with an
     inbox of ``inbox`` bytes, or over the caller's memory ``inbox`` (see base.Transport)."""
-    return transport_class()(comm, inbox, deadline)
+    return transport_class()(comm, inbox, deadline, names)

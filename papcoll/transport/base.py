@@ -66,12 +66,14 @@ class Transport:
         """A one-line description of whether this transport can be used here, and on what."""
         raise NotImplementedError
 
-    def __init__(self, comm, inbox, deadline):
+    def __init__(self, comm, inbox, deadline, names=None):
         """Collective over ``comm``, bounded by ``deadline``. ``inbox``: how many bytes of inbox
         to allocate, or a writable C-contiguous uint8 array the caller owns (and keeps alive
-        while the transport lives) to expose as the inbox."""
+        while the transport lives) to expose as the inbox. ``names``: the user's rank of each
+        rank of ``comm`` (errors name those; default: comm's own ranks)."""
         self.comm = comm
         self.rank, self.size = comm.Get_rank(), comm.Get_size()
+        self.names = list(range(self.size)) if names is None else list(names)
 
     def board(self, kind, bank):
         """My notice words of ``kind`` in ``bank``: a live uint64 array, entry q = q's last

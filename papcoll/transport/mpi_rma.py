@@ -34,8 +34,8 @@ class MpiRmaTransport(Transport):
     def availability(cls):
         return "available (MPI-3 RMA: shared-memory windows in a node, the MPI's fabric between)"
 
-    def __init__(self, comm, inbox, deadline):
-        super().__init__(comm, inbox, deadline)
+    def __init__(self, comm, inbox, deadline, names=None):
+        super().__init__(comm, inbox, deadline, names)
         n = self.size
         self._board_bytes = KINDS * 2 * n * 8
         self._adverts_at = self._board_bytes
@@ -96,7 +96,7 @@ class MpiRmaTransport(Transport):
             address, nbytes, _ = DESCRIPTOR.unpack(dest)
             if offset + data.nbytes > nbytes:
                 raise TransportError(f"put of {data.nbytes} bytes at {offset} overruns rank "
-                                     f"{peer}'s exposed buffer of {nbytes} bytes")
+                                     f"{self.names[peer]}'s exposed buffer of {nbytes} bytes")
             self.dyn.Put(spec, peer, [address + offset, data.nbytes, MPI.BYTE])
             if notice is not None:
                 self.dyn.Flush(peer)

@@ -104,8 +104,8 @@ class VerbsTransport(Transport):
             return f"unavailable: {err}"
         return f"available: device {name} port {port} GID index {gid}"
 
-    def __init__(self, comm, inbox, deadline):
-        super().__init__(comm, inbox, deadline)
+    def __init__(self, comm, inbox, deadline, names=None):
+        super().__init__(comm, inbox, deadline, names)
         self.timeout = deadline.timeout
         self._closed = True
         local = _Local(comm, inbox)         # every rank tries, and all agree before connecting
@@ -184,7 +184,7 @@ class VerbsTransport(Transport):
         else:
             address, nbytes, rkey = DESCRIPTOR.unpack(dest)
             if offset + data.nbytes > nbytes:
-                raise TransportError(f"put of {data.nbytes} bytes at {offset} overruns rank {peer}'s "
+                raise TransportError(f"put of {data.nbytes} bytes at {offset} overruns rank {self.names[peer]}'s "
                                      f"exposed buffer of {nbytes} bytes")
             address += offset
         flags = e.IBV_SEND_SIGNALED
@@ -228,7 +228,8 @@ class VerbsTransport(Transport):
                 if deadline.expired():
                     raise PapcollTimeoutError(
                         "verbs: waiting for RDMA write completions",
-                        [peer for peer, count in self._sends.items() if count], self.timeout)
+                        [self.names[peer] for peer, count in self._sends.items() if count],
+                        self.timeout)
                 backoff.pause()
         self._local.exposed.end_call()
         self._local.sources.end_call()
@@ -253,8 +254,9 @@ class VerbsTransport(Transport):
         if wc.status != e.IBV_WC_SUCCESS:
             if what == "receive" and wc.status == e.IBV_WC_WR_FLUSH_ERR:
                 self._reap_sends()     # the queue pair failed: a write's error says why
-            peer = self._peer_of_qpn.get(wc.qp_num, "?")
-            raise TransportError(f"{what} with rank {peer} failed on {self._local.device}: "
+            peer = self._peer_of_qpn.get(wc.qp_num)
+            rank = "?" if peer is None else self.names[peer]
+            raise TransportError(f"{what} with rank {rank} failed on {self._local.device}: "
                                  f"{self._local.cq_mod.cqe_status_to_str(wc.status)} "
                                  f"(status {wc.status}, vendor error {wc.vendor_err})")
 

@@ -1,6 +1,7 @@
 """papcoll over RDMA verbs (SoftRoCE inside the VM): the transport alone, the correctness
-matrix for the point-to-point and the hierarchical algorithms, and PAP order. Emulation is ~10x slower than the host,
-so the matrix here is the quick variant (PAPCOLL_TEST_QUICK) and N stays at 2..4."""
+matrix for the point-to-point and the hierarchical algorithms, PAP order, and a write that
+fails mid-call. Emulation is ~10x slower than the host, so the matrix here is the quick
+variant (PAPCOLL_TEST_QUICK) and N stays at 2..4."""
 import pytest
 
 pytestmark = pytest.mark.rdma
@@ -60,3 +61,9 @@ def test_calls_that_disagree_raise_over_verbs(run_mpi, name, a, b):
     res = run_mpi(3, "hardening.py", "mismatch", name, str(a), str(b),
                   env={**VERBS, "PAPCOLL_TIMEOUT": "30"}, timeout=600)
     assert res.returncode == 0 and "MISMATCH OK" in res.stdout, res.stdout[-4000:]
+
+
+@pytest.mark.parametrize("name", ["direct", "pap_direct_copy"])
+def test_a_write_failing_mid_call_is_named_and_close_releases_everything(run_mpi, name):
+    res = run_mpi(3, "verbs_fault.py", name, env={**VERBS, "PAPCOLL_TIMEOUT": "20"}, timeout=600)
+    assert res.returncode == 0 and f"FAULT OK {name}" in res.stdout, res.stdout[-4000:]
