@@ -98,8 +98,7 @@ class Exchange:
                                     self.epoch, self.sig)
         source = np.frombuffer(record, np.uint8)
         notice = (ADVERT, self.adverts, signature.code_of(self.sig))
-        for peer in self.peers:
-            self.transport.put(peer, ADVERTS, self.rank * ADVERT_BYTES, source, notice=notice)
+        self.transport.put_all(self.peers, ADVERTS, self.rank * ADVERT_BYTES, source, notice)
 
     def has_advertised(self, peer):
         """Whether ``peer`` advertised for this call; its record must be for my call shape."""

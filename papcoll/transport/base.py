@@ -98,9 +98,15 @@ class Transport:
 
     def put(self, peer, dest, offset, data, notice=None):
         """Write ``data`` at ``offset`` of ``dest`` at ``peer``: ``ADVERTS``, ``INBOX`` or a
-        descriptor ``peer`` exposed (a put past its end raises ValueError, never writes).
+        descriptor ``peer`` exposed (a put past its end raises TransportError, never writes).
         Then, if given, ``notice=(kind, seq, code)`` lands there as a notice word."""
         raise NotImplementedError
+
+    def put_all(self, peers, dest, offset, data, notice):
+        """The same put to every one of ``peers`` (an advertisement); a transport may order
+        all the data before all the notices at once."""
+        for peer in peers:
+            self.put(peer, dest, offset, data, notice)
 
     def poll(self):
         """Bring the boards up to date: whatever progress remote writes into my memory need."""
