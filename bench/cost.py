@@ -12,7 +12,8 @@ everything there) gives the baseline. What remains in the late call is the libra
 for arrivals, copying out, posting the writes, reaping their completions -- plus what the
 protocol itself makes it wait for: one round trip for the zero-copy schemes (peers write only
 once they see its advertisement), its peers' reads for cma_pap (its buffer must stay put until
-they are done).
+they are done). Over verbs one more row, ``bare verbs loop``, measures the same way the bare
+verbs operations a call needs (verbs_loop.py): the floor papcoll's verbs calls stand on.
 """
 import time
 
@@ -25,6 +26,7 @@ from papcoll.transport import choose as chosen_transport
 
 from .arrival import (buffers, caller, comma_list, format_size, integer, parse_algorithm,
                       parse_size, usable_algorithms)
+from .verbs_loop import BareLoop
 
 DEFAULT_SIZES = "8,8K"
 
@@ -40,8 +42,9 @@ def add_arguments(parser):
                         help="seconds the late process waits before its call (default 0.003)")
 
 
-def measure(pc, call, bufs, iterations, delay):
-    """Mean (CPU, wall) seconds of the late process's call, over the iterations (collective)."""
+def measure(pc, call, bufs, iterations, delay, check=True):
+    """Mean (CPU, wall) seconds of the late process's call, over the iterations (collective);
+    ``check``: the warm-up call's result is checked."""
     rank, size = pc.Get_rank(), pc.Get_size()
     send, recv, want = bufs
     cpu = wall = 0.0
@@ -55,7 +58,7 @@ def measure(pc, call, bufs, iterations, delay):
         if rank == late and it:
             cpu += time.thread_time() - c0
             wall += time.perf_counter() - w0
-        if not it and not np.array_equal(recv, want):
+        if check and not it and not np.array_equal(recv, want):
             raise AssertionError("wrong data in a checked call")
     cpu, wall = (pc.allreduce(x) / (iterations or 1) for x in (cpu, wall))
     return cpu, wall
@@ -79,8 +82,27 @@ def run(args):
             for name in names:
                 cpu, wall = measure(pc, caller(pc, name), bufs, args.iterations, args.delay)
                 base = cpu if name == "mpi" else base
-                ratio = f"{cpu / base:10.2f}" if base else f"{'':10}"
-                if rank == 0:
-                    print(f"{format_size(nbytes):8} {name:18} {cpu * 1e6:9.2f} {wall * 1e6:9.2f}"
-                          f" {ratio}", flush=True)
+                report(rank, nbytes, name, cpu, wall, base)
+            if chosen_transport() == "verbs":
+                cpu, wall = bare_verbs(world, nbytes, bufs, args)
+                report(rank, nbytes, "bare verbs loop", cpu, wall, base)
     return 0
+
+
+def report(rank, nbytes, name, cpu, wall, base):
+    ratio = f"{cpu / base:10.2f}" if base else f"{'':10}"
+    if rank == 0:
+        print(f"{format_size(nbytes):8} {name:18} {cpu * 1e6:9.2f} {wall * 1e6:9.2f} {ratio}",
+              flush=True)
+
+
+def bare_verbs(world, nbytes, bufs, args):
+    """(CPU, wall) of the bare verbs operations a call of ``nbytes`` per peer needs
+    (verbs_loop.py), measured the same way."""
+    comm = world.Dup()
+    loop = BareLoop(comm, nbytes)
+    try:
+        return measure(comm, loop, bufs, args.iterations, args.delay, check=False)
+    finally:
+        loop.close()
+        comm.Free()

@@ -116,9 +116,15 @@ class Exchange:
 
     def advertised_ahead(self, peer):
         """Whether ``peer`` advertised for a zero-copy call while this call advertises nothing
-        (its call differs: MismatchError)."""
+        and its data of this call has not landed: its call differs (MismatchError). A peer
+        whose data landed has finished this call and may advertise for its next already; its
+        data notice was visible here before that advert was sent (``complete()`` ends each
+        call), so reading the advert first and the data second cannot take a finished peer
+        for one in another call."""
         ahead = self.adverts + 1
         if seq_of(int(self.transport.board(ADVERT, ahead % 2)[peer])) != ahead & SEQ_MASK:
+            return False
+        if self.landed(peer):
             return False
         raise self.mismatch(peer, ADVERT_RECORD.unpack(self.transport.advert(peer))[-1])
 

@@ -1,8 +1,10 @@
 """papcoll over RDMA verbs (SoftRoCE inside the VM): the transport alone, the correctness
-matrix for the point-to-point and the hierarchical algorithms, PAP order, and a write that
-fails mid-call. Emulation is ~10x slower than the host, so the matrix here is the quick
+matrix for the point-to-point and the hierarchical algorithms, PAP order, a write that fails
+mid-call, and the cost benchmark with its bare verbs loop. Emulation is ~10x slower than the host, so the matrix here is the quick
 variant (PAPCOLL_TEST_QUICK) and N stays at 2..4."""
 import pytest
+
+from launcher import launch
 
 pytestmark = pytest.mark.rdma
 
@@ -67,3 +69,13 @@ def test_calls_that_disagree_raise_over_verbs(run_mpi, name, a, b):
 def test_a_write_failing_mid_call_is_named_and_close_releases_everything(run_mpi, name):
     res = run_mpi(3, "verbs_fault.py", name, env={**VERBS, "PAPCOLL_TIMEOUT": "20"}, timeout=600)
     assert res.returncode == 0 and f"FAULT OK {name}" in res.stdout, res.stdout[-4000:]
+
+
+def test_cost_over_verbs_includes_the_bare_verbs_loop():
+    res = launch(3, ["-m", "papcoll.bench", "cost", "--sizes", "8,8K", "--iterations", "10",
+                     "--algorithms", "mpi,pap_direct"], env=VERBS, timeout=600)
+    assert res.returncode == 0 and "transport verbs" in res.stdout, res.stdout[-4000:]
+    rows = [line.split() for line in res.stdout.splitlines() if line[:1].isdigit()]
+    assert [(r[0], " ".join(r[1:-3])) for r in rows] == [
+        (s, a) for s in ("8", "8K") for a in ("mpi", "pap_direct", "bare verbs loop")]
+    assert all(float(r[-3]) > 0 and float(r[-2]) > 0 for r in rows), rows
