@@ -137,11 +137,17 @@ def elsewhere(comm, ranks, user, doing, arrived):
 def not_coming(comm, doing, gave, awaited, user):
     """The error for a wait on ``awaited`` ranks of which ``gave`` gave up: MismatchError if a
     disagreement made one of them give up (it names both calls), else PapcollTimeoutError
-    naming those that gave up and those still missing."""
+    naming those that gave up and those still missing. ``gave`` may come from a node's shared
+    flags, raised after the give-up message was sent but visible before it arrives: the
+    message is waited for a moment (at most a second), for its reason."""
+    end = time.monotonic() + 1.0
+    while len(gave_up(comm, gave)) < len(gave) and time.monotonic() < end:
+        time.sleep(1e-3)
     whys = _gave_up[comm.handle]
     for q in gave:
-        if whys[q][0].startswith("MismatchError"):
-            return MismatchError(f"rank {user(q)} gave up on {doing}: {whys[q][0]}", [user(q)])
+        why = whys.get(q, ("",))[0]
+        if why.startswith("MismatchError"):
+            return MismatchError(f"rank {user(q)} gave up on {doing}: {why}", [user(q)])
     missing, gave = blame(comm, [user(q) for q in awaited])
     return PapcollTimeoutError(doing, missing, None, gave)
 

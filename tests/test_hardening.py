@@ -98,6 +98,10 @@ def test_a_cma_failure_names_the_rank(run_mpi):
     ok(run_mpi(2, "hardening.py", "cma_rank", env=FAST, timeout=120), "cma_rank")
 
 
+def test_a_give_up_flagged_before_its_message_arrives_keeps_its_reason(run_mpi):
+    ok(run_mpi(2, "hardening.py", "late_word", timeout=120), "late_word")
+
+
 @pytest.mark.parametrize("phase", ["gather", "scatter"])
 @pytest.mark.parametrize("name", ["shm_direct", "pap_shm_direct"])
 def test_a_process_dying_in_a_hierarchical_phase_is_named_everywhere(run_mpi, name, phase):

@@ -291,6 +291,22 @@ def cma_rank():
     pc.close()
 
 
+def late_word():
+    """A give-up seen on a node's shared flags before its message arrives (the flag is raised
+    after the message is sent): the error waits for the message, for its reason."""
+    from papcoll import rendezvous
+    comm = world.Dup()
+    if rank == 0:
+        time.sleep(0.3)
+        rendezvous.give_up(comm, papcoll.MismatchError("calls disagree: a test", [0]))
+    else:
+        err = rendezvous.not_coming(comm, "a test wait", [0], [0], int)
+        assert isinstance(err, papcoll.MismatchError) and "a test" in str(err), repr(err)
+    world.Barrier()
+    rendezvous.forget(comm)
+    comm.Free()
+
+
 def dies(step):
     import signal
     from papcoll import rendezvous
@@ -375,7 +391,7 @@ mode, args = sys.argv[1], sys.argv[2:]
 {"rss": rss, "mismatch": lambda name, a, b: mismatch(name, int(a), int(b)), "policy": policy,
  "family": family, "beyond": beyond, "setup_missing": setup_missing, "threads_one": threads_one,
  "threads_two": threads_two, "unclosed": lambda count, *name: unclosed(int(count), *name),
- "gave_up": gave_up, "cma_rank": cma_rank, "dies": dies, "exit_broken": exit_broken,
+ "gave_up": gave_up, "cma_rank": cma_rank, "late_word": late_word, "dies": dies, "exit_broken": exit_broken,
  "hier_dies": hier_dies}[mode](*args)
 world.Barrier()
 if rank == 0:
