@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "papcoll_native.h"
+#include "papcoll_xport.h"
 
 static PyObject *in_place_marker; /* mpi4py's MPI.IN_PLACE, given once by set_in_place */
 
@@ -134,6 +135,71 @@ static PyObject *lane_alltoall(PyObject *module, PyObject *const *args, Py_ssize
     return PyErr_Occurred() ? NULL : PyLong_FromLong(result);
 }
 
+/* xlane_alltoall(xlane, sendbuf, recvbuf): a copy-based PAP Direct call of the armed shape
+ * (struct pc_xlane, papcoll_xport.h) run by the one-sided engine: 1 done, 0 declined (nothing
+ * touched; MPI.IN_PLACE is declined: its send blocks need a private copy), or the engine's
+ * rc for the call left in calls[epoch % 2]: -ETIMEDOUT after the lane's slice (the caller
+ * resumes it), -EPROTO, or a transport failure. */
+static PyObject *xlane_alltoall(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "xlane_alltoall(xlane, sendbuf, recvbuf)");
+        return NULL;
+    }
+    struct pc_xlane *xl = PyLong_AsVoidPtr(args[0]);
+    if (xl == NULL)
+        return PyErr_Occurred() ? NULL : PyLong_FromLong(0);
+    const struct pc_lane *lane = &xl->lane;
+    if (!lane->armed || (in_place_marker != NULL && args[1] == in_place_marker))
+        return PyLong_FromLong(0);
+    PyObject *send_data = data_of(lane, args[1]), *recv_data = data_of(lane, args[2]);
+    if (recv_data == NULL || send_data == NULL)
+        return PyLong_FromLong(0);
+    Py_buffer s, r;
+    if (PyObject_GetBuffer(recv_data, &r, PyBUF_WRITABLE | PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
+        PyErr_Clear();
+        return PyLong_FromLong(0);
+    }
+    if (PyObject_GetBuffer(send_data, &s, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
+        PyErr_Clear();
+        PyBuffer_Release(&r);
+        return PyLong_FromLong(0);
+    }
+    const char *send = s.buf;
+    char *recv = r.buf;
+    long result = 0;
+    if (shape_matches(lane, &r) && shape_matches(lane, &s) &&
+        (send + s.len <= recv || recv + r.len <= send)) {
+        uint64_t epoch = ++*lane->epoch;
+        struct pc_xcall *c = xl->calls[epoch % 2];
+        size_t n = c->x->n, me = c->x->me, block = (size_t)lane->nbytes / n;
+        uint64_t word = ((epoch & PC_SEQ_MASK) << 40) | ((uint64_t)c->code << 32) |
+                        (uint32_t)block;
+        uint64_t *expected = (uint64_t *)c->expected;   /* the lane's own array */
+        for (size_t q = 0; q < n; q++) {
+            expected[q] = word;
+            c->unsent[q] = c->waiting[q] = q != me;
+        }
+        c->epoch = epoch;
+        c->src = send;
+        c->out = recv;
+        c->next = 1;
+        c->advertised = 0;
+        c->nevents = 0;
+        c->failed_in = 0;
+        memcpy(recv + me * block, send + me * block, block);
+        int rc;
+        Py_BEGIN_ALLOW_THREADS
+        rc = pc_xcall_run(c, lane->slice_ns);
+        Py_END_ALLOW_THREADS
+        result = rc;
+    }
+    PyBuffer_Release(&s);
+    PyBuffer_Release(&r);
+    return PyLong_FromLong(result);
+}
+
 /* set_in_place(obj): the object that stands for MPI_IN_PLACE as sendbuf. */
 static PyObject *set_in_place(PyObject *module, PyObject *obj)
 {
@@ -145,6 +211,8 @@ static PyObject *set_in_place(PyObject *module, PyObject *obj)
 static PyMethodDef methods[] = {
     {"lane_alltoall", (PyCFunction)(void (*)(void))lane_alltoall, METH_FASTCALL,
      "lane_alltoall(lane, sendbuf, recvbuf): 1 done, 0 declined, -ETIMEDOUT, -EPROTO."},
+    {"xlane_alltoall", (PyCFunction)(void (*)(void))xlane_alltoall, METH_FASTCALL,
+     "xlane_alltoall(xlane, sendbuf, recvbuf): 1 done, 0 declined, or the engine's rc."},
     {"set_in_place", set_in_place, METH_O, "set_in_place(MPI.IN_PLACE)"},
     {NULL, NULL, 0, NULL},
 };

@@ -47,9 +47,6 @@ static int64_t spin_ns = 2000;
 #define SLEEP_MAX_NS 64000
 #define PAUSES_PER_CHECK 4 /* between clock reads while spinning */
 
-struct backoff {
-    int64_t start, deadline, sleep_ns;
-};
 
 static inline void cpu_relax(void)
 {
@@ -62,7 +59,7 @@ static inline void cpu_relax(void)
 #endif
 }
 
-static int backoff_begin(struct backoff *b, int64_t timeout_ns)
+int pc_backoff_begin(struct pc_backoff *b, int64_t timeout_ns)
 {
     if (timeout_ns < 0)
         return -EINVAL;
@@ -70,6 +67,7 @@ static int backoff_begin(struct backoff *b, int64_t timeout_ns)
     /* Saturate rather than overflow for absurdly long timeouts. */
     b->deadline = timeout_ns > INT64_MAX - b->start ? INT64_MAX : b->start + timeout_ns;
     b->sleep_ns = SLEEP_MIN_NS;
+    b->spin_ns = spin_ns;
     return 0;
 }
 
@@ -77,13 +75,13 @@ static int backoff_begin(struct backoff *b, int64_t timeout_ns)
  * -ETIMEDOUT without waiting once the deadline has passed. Callers test their
  * condition before each call, so the condition is always tested once more
  * after the last pause. */
-static int backoff_pause(struct backoff *b)
+int pc_backoff_pause(struct pc_backoff *b)
 {
     int64_t now = pc_now_ns();
     if (now >= b->deadline)
         return -ETIMEDOUT;
     int64_t waited = now - b->start;
-    if (waited < spin_ns) {
+    if (waited < b->spin_ns) {
         for (int i = 0; i < PAUSES_PER_CHECK; i++)
             cpu_relax();
     } else if (waited < YIELD_NS) {
@@ -105,12 +103,12 @@ void pc_set_spin(int64_t ns)
 
 int pc_wait_ge(const volatile uint64_t *f, uint64_t target, int64_t timeout_ns)
 {
-    struct backoff b;
-    int rc = backoff_begin(&b, timeout_ns);
+    struct pc_backoff b;
+    int rc = pc_backoff_begin(&b, timeout_ns);
     while (rc == 0) {
         if (pc_flag_load(f) >= target)
             return 0;
-        rc = backoff_pause(&b);
+        rc = pc_backoff_pause(&b);
     }
     return rc;
 }
@@ -156,13 +154,13 @@ static int wait_ready(const volatile uint64_t *base, size_t stride_bytes,
     int rc = count_pending(pending, n, start, stride_bytes);
     if (rc < 0)
         return rc;
-    struct backoff b;
-    rc = backoff_begin(&b, timeout_ns);
+    struct pc_backoff b;
+    rc = pc_backoff_begin(&b, timeout_ns);
     while (rc == 0) {
         size_t found = scan_ready(base, stride_bytes, pending, n, target, start, out, max_out);
         if (found > 0)
             return (int)found;
-        rc = backoff_pause(&b);
+        rc = pc_backoff_pause(&b);
     }
     return rc;
 }
@@ -313,14 +311,14 @@ int pc_drop_ptrace_any(void)
  * *saved is -1 before the first sleep, then the value to restore (0: nothing to restore). */
 #define PRECISE_SLACK_NS 1000
 
-static int pause_precisely(struct backoff *b, long *saved)
+static int pause_precisely(struct pc_backoff *b, long *saved)
 {
     if (*saved < 0 && pc_now_ns() - b->start >= YIELD_NS) {
         long old = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
         *saved = old > PRECISE_SLACK_NS && prctl(PR_SET_TIMERSLACK, PRECISE_SLACK_NS, 0, 0, 0) == 0
                      ? old : 0;
     }
-    return backoff_pause(b);
+    return pc_backoff_pause(b);
 }
 
 static void restore_slack(long saved)
@@ -344,8 +342,8 @@ static int serve_as_ready(const volatile uint64_t *flags, size_t flag_stride,
     if (rc < 0)
         return rc;
     size_t left = (size_t)rc;
-    struct backoff b;
-    rc = backoff_begin(&b, timeout_ns);
+    struct pc_backoff b;
+    rc = pc_backoff_begin(&b, timeout_ns);
     long slack = -1;
     size_t count = 0, i = start;
     while (rc == 0) {
@@ -533,8 +531,8 @@ int pc_wait_all_ge(const volatile uint64_t *flags, size_t flag_stride, uint8_t *
 {
     if (n > INT_MAX || flag_stride == 0)
         return -EINVAL;
-    struct backoff b;
-    int rc = backoff_begin(&b, timeout_ns);
+    struct pc_backoff b;
+    int rc = pc_backoff_begin(&b, timeout_ns);
     long slack = -1;
     while (rc == 0) {
         size_t left = 0;

@@ -51,6 +51,16 @@ uint64_t pc_flag_load(const volatile uint64_t *f);
  * then the first thing a waiter does is give its core away. */
 void pc_set_spin(int64_t ns);
 
+/* The backoff itself, for native loops of other files (the one-sided engine): begin it
+ * (-EINVAL for timeout_ns < 0; spin_ns starts as pc_set_spin's, and may be changed), then
+ * call pause after each look in vain: it returns 0, or -ETIMEDOUT once the deadline passed;
+ * after progress set start = pc_now_ns() to spin again. */
+struct pc_backoff {
+    int64_t start, deadline, sleep_ns, spin_ns;
+};
+int pc_backoff_begin(struct pc_backoff *b, int64_t timeout_ns);
+int pc_backoff_pause(struct pc_backoff *b);
+
 /* Wait until *f >= target (flags only grow: they carry epochs or counters),
  * backing off as above.
  * Returns 0 once *f >= target, -ETIMEDOUT when timeout_ns (CLOCK_MONOTONIC)

@@ -95,8 +95,12 @@ class Communicator(MPI.Intracomm):
                 if done > 0:
                     return
                 if done < 0:
-                    ctx.fail(lane[1].lane_failed(lane[2], done))
-                    raise ctx.broken
+                    try:
+                        lane[1].lane_failed(lane[2], done)   # finishes the call, or raises
+                    except BaseException as err:
+                        ctx.fail(err)
+                        raise
+                    return
             self._full_path(ctx, sendbuf, recvbuf, algorithm)
         finally:
             ctx.lock.release()

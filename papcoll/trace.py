@@ -22,10 +22,10 @@ class Trace:
                         "events": [], "phases": []}
         self.calls.append(self.current)
 
-    def event(self, what, peer):
+    def event(self, what, peer, when=None):
         """``what``: "seen" (peer's arrival observed), "sent" (my block written to peer),
-        "received" (peer's block landed here)."""
-        self.current["events"].append((what, peer, time.monotonic()))
+        "received" (peer's block landed here); ``when``: its time, if not now."""
+        self.current["events"].append((what, peer, time.monotonic() if when is None else when))
 
     def phase(self, name):
         """A phase of the call begins (it lasts until the next one, or the call's end)."""
@@ -56,7 +56,7 @@ class NoTrace:
     def begin(self, algorithm, call):
         pass
 
-    def event(self, what, peer):
+    def event(self, what, peer, when=None):
         pass
 
     def phase(self, name):

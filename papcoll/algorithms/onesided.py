@@ -19,12 +19,16 @@ sender writes into an advertised buffer only when that signature is its own: a p
 differs gets a MismatchError here and there, and no byte lands outside the buffer it was meant
 for.
 """
+import ctypes
+
 import numpy as np
 
 from .. import rendezvous, signature
 from ..buffers import Message
 from ..errors import MismatchError, PapcollTimeoutError
-from ..progress import Deadline, serve_as_ready
+from ..native import EPROTO, ETIMEDOUT, xport
+from ..native.lib import address
+from ..progress import CHECK_EVERY, Deadline, serve_as_ready
 from ..transport import open_transport
 from ..transport.base import (ADVERT, ADVERT_BYTES, ADVERT_RECORD, ADVERTS, DATA, DESCRIPTOR,
                               SEQ_MASK, code_of, length_of, notice_word, seq_of)
@@ -36,6 +40,9 @@ def successors(rank, size):
     return [(rank + i) % size for i in range(1, size)]
 
 
+ZERO_COPY = (xport.ZCOPY, xport.STEP)
+
+
 class Exchange:
     """PAP Direct among the processes of ``transport`` (ranks ``ranks[i]`` in the user's
     communicator), for ``algo`` (its signatures, its errors, its Communicator's trace)."""
@@ -45,7 +52,17 @@ class Exchange:
         self.rank, self.size = transport.rank, transport.size
         self.peers = successors(self.rank, self.size)
         self.trace = algo.ctx.trace
-        self.epoch = self.adverts = 0
+        self.counter = ctypes.c_uint64(0)       # epoch, shared with the fast lane (C)
+        self.adverts = 0
+        self.calls = {}
+
+    @property
+    def epoch(self):
+        return self.counter.value
+
+    @epoch.setter
+    def epoch(self, value):
+        self.counter.value = value
 
     def begin(self, sig, lengths):
         """A call begins: its deadline, sequence number and signature ``sig``; ``lengths``: the
@@ -127,6 +144,127 @@ class Exchange:
         if self.landed(peer):
             return False
         raise self.mismatch(peer, ADVERT_RECORD.unpack(self.transport.advert(peer))[-1])
+
+    # ---- the native engine -------------------------------------------------------------------
+
+    def run(self, scheme, block, send, recv, slot=0):
+        """One call of Direct among these processes, run by the native engine
+        (native/papcoll_exchange.c, where the protocol is): ``scheme`` COPY (copy-based PAP
+        Direct through slots of ``slot`` bytes of the inbox, bank = the call's parity), ZCOPY
+        (zero-copy, PAP-aware) or STEP (zero-copy in step order: ``direct``). Blocks of
+        ``block`` bytes; ``send`` (a Message, never None here) to ``recv``."""
+        c = self.prepare(scheme, block, slot)
+        s = c.s
+        s.epoch, s.adverts, s.sig, s.code = self.epoch, self.adverts, self.sig, \
+            signature.code_of(self.sig)
+        c.expected[:] = notice_word(self.epoch, s.code, block)
+        s.src = address(send.data)
+        s.out = address(recv.data) if scheme == xport.COPY else None
+        c.unsent[:] = c.waiting[:] = 1
+        c.unsent[self.rank] = c.waiting[self.rank] = 0
+        s.next, s.advertised, s.nevents, s.failed_in = 1, 0, 0, 0
+        if scheme != xport.COPY:
+            self.adverts += 1
+            s.adverts = self.adverts
+            record = ADVERT_RECORD.pack(*DESCRIPTOR.unpack(self.transport.expose(recv.data)),
+                                        self.epoch, self.sig)
+            c.record[:] = np.frombuffer(record, np.uint8)
+        self.drive(c, "waiting for data" if scheme == xport.COPY else "waiting for peers")
+        self.transport.complete()
+
+    def prepare(self, scheme, block, slot, bank=None):
+        """The engine's call struct for calls of this shape in ``bank`` (default: this
+        call's), kept: calls repeat."""
+        key = (scheme, block, slot, self.epoch % 2 if bank is None else bank)
+        c = self.calls.get(key)
+        if c is None:
+            if len(self.calls) >= 16:
+                self.calls.clear()
+            c = self.calls[key] = _Call(self, scheme, block, slot, key[3])
+        return c
+
+    def lane(self, block, slot, sig, shape):
+        """A fast lane for copy-based calls of ``block`` bytes per peer (xport.XLane), armed
+        for buffers of ``shape`` (buffers.lane_shape), or None."""
+        calls = [self.prepare(xport.COPY, block, slot, bank) for bank in (0, 1)]
+        for call in calls:
+            call.s.sig, call.s.code = sig, signature.code_of(sig)
+        lane = xport.XLane(calls, self.counter)
+        ok = lane.arm(self.size, block * self.size, sig, self.algo.ctx.timeout, CHECK_EVERY,
+                      **shape)
+        return lane if ok else None
+
+    def resume(self, lane, rc):
+        """Finish the call a fast lane left (rc: its engine's), or raise its error."""
+        c = lane.calls[self.epoch % 2]
+        self.sig, self.deadline = lane.s.lane.sig, Deadline(self.algo.ctx.timeout)
+        if rc == ETIMEDOUT:
+            self.drive(c, "waiting for data")
+        elif rc == EPROTO:
+            raise self.disagreement(c.s)
+        else:
+            self.transport.failed(rc, "waiting for data")
+
+    def drive(self, c, what):
+        """Run the engine in slices under the call's deadline, checking between slices that
+        the awaited peers are still coming; map its failures to papcoll's errors."""
+        comm, ranks = self.algo.ctx.comm, self.ranks
+        doing = f"{describe(self.sig)} ({what})"
+        tracing = self.trace.events
+        while True:
+            rc = xport.run(c.s, int(min(self.deadline.left(), CHECK_EVERY) * 1e9))
+            if tracing:
+                self.replay(c)
+            if rc == 1:
+                return
+            still = self.awaited(c)
+            if rc == ETIMEDOUT:
+                if self.deadline.expired():
+                    rendezvous.last_look(comm, [ranks[q] for q in still], self.deadline.timeout)
+                    missing, gave = rendezvous.blame(comm, [ranks[q] for q in still])
+                    raise PapcollTimeoutError(f"{self.algo.name} {what}", missing,
+                                              self.deadline.timeout, gave)
+                rendezvous.elsewhere(comm, [ranks[q] for q in still], int, doing,
+                                     lambda rank: self.arrived(ranks.index(rank),
+                                                               c.s.scheme in ZERO_COPY))
+                continue
+            if rc == EPROTO:
+                raise self.disagreement(c.s)
+            self.transport.failed(rc, what)
+
+    def arrived(self, peer, zero_copy):
+        """Whether ``peer``'s arrival signal for this call is here (its data, or in a
+        ``zero_copy`` call its advertisement), as of a poll now: what a wait's check reads once
+        a message from peer is there, which peer sent after that signal was visible."""
+        self.transport.poll()
+        board = self.transport.board
+        return (seq_of(int(board(DATA, self.epoch % 2)[peer])) == self.epoch & SEQ_MASK
+                or zero_copy and seq_of(int(board(ADVERT, self.adverts % 2)[peer]))
+                == self.adverts & SEQ_MASK)
+
+    def awaited(self, c):
+        """The peers the engine's call ``c`` waits for: in the zero-copy schemes, those whose
+        advertisement it lacks (in step order, the one of this step), once it has all, or
+        copy-based, those whose data has not landed."""
+        if c.s.scheme == xport.STEP and c.unsent.any():
+            return [(self.rank + c.s.next) % self.size]
+        if c.s.scheme == xport.ZCOPY and c.unsent.any():
+            return np.flatnonzero(c.unsent).tolist()
+        return np.flatnonzero(c.waiting).tolist()
+
+    def disagreement(self, s):
+        peer, word = s.failed_peer, s.failed_word
+        if s.failed_in == xport.IN_NOTICE:
+            return self.mismatch(peer, signature.make(code_of(word), length_of(word)))
+        return self.mismatch(peer, word)
+
+    def replay(self, c):
+        """The engine's events of this slice, into the Communicator's trace."""
+        names = ("seen", "sent", "received")
+        for i in range(c.s.nevents):
+            what, when = int(c.events[2 * i]), int(c.events[2 * i + 1])
+            self.trace.event(names[what >> 56], self.ranks[what & 0xFFFFFFFF], when * 1e-9)
+        c.s.nevents = 0
 
     # ---- the schemes -------------------------------------------------------------------------
 
@@ -241,30 +379,8 @@ class OneSidedAlgorithm(Algorithm):
         x = self.exchange
         x.begin(self.signature(recv.block, scheme), recv.block)
         send = self.private_send(send, recv)
-        x.advertise(recv.data)
         self.copy_own(send, recv, x.rank)
-        me = x.rank
-
-        def write(peer):
-            x.put(peer, x.descriptor(peer), me * send.block, send.block_of(peer))
-
-        if self.pap:
-            unlanded = dict.fromkeys(x.peers)
-
-            def idle():                  # while peers are missing, note the blocks that land
-                x.transport.poll()
-                for peer in [p for p in unlanded if x.landed(p)]:
-                    del unlanded[peer]
-                    x.trace.event("received", x.ranks[peer])
-                return False
-
-            x.wait(x.peers, x.has_advertised, write, "waiting for advertisements", idle=idle)
-            x.wait_data(list(unlanded))
-        else:
-            for peer in x.peers:         # step order: wait for that very peer
-                x.wait([peer], x.has_advertised, write, "waiting for a peer's advertisement")
-            x.wait_data(x.peers)
-        x.end()
+        x.run(xport.ZCOPY if self.pap else xport.STEP, recv.block, send, recv)
 
     @staticmethod
     def private_send(send, recv):
@@ -277,3 +393,30 @@ class OneSidedAlgorithm(Algorithm):
     def copy_own(send, recv, rank):
         if send is not None:
             recv.block_of(rank)[:] = send.block_of(rank)
+
+
+class _Call:
+    """The engine's struct pc_xcall for one call shape of an Exchange, and its arrays."""
+
+    def __init__(self, x, scheme, block, slot, bank):
+        n, me, t = x.size, x.rank, x.transport
+        self.unsent, self.waiting = np.zeros(n, np.uint8), np.zeros(n, np.uint8)
+        self.expected = np.zeros(n, np.uint64)
+        q = np.arange(n, dtype=np.uint64)
+        self.src_off, self.len = q * block, np.full(n, block, np.uint64)
+        if scheme == xport.COPY:
+            self.dst_off = np.full(n, (bank * n + me) * slot, np.uint64)
+            self.in_off = (bank * n + q) * slot
+        else:
+            self.dst_off, self.in_off = np.full(n, me * block, np.uint64), q
+        self.out_off, self.out_len = q * block, self.len
+        self.record = np.zeros(ADVERT_BYTES, np.uint8)
+        self.events = np.zeros(2 * 4 * n, np.int64)
+        a = address
+        self.s = xport.XCallStruct(
+            x=t.native.ptr, scheme=scheme, expected=a(self.expected), src_off=a(self.src_off),
+            len=a(self.len), dst_off=a(self.dst_off), lkey=0, inbox=a(t.inbox) if t.inbox.size
+            else None, in_off=a(self.in_off), out_off=a(self.out_off), out_len=a(self.out_len),
+            record=a(self.record), record_lkey=t.record_lkey(self.record),
+            advert_area=t.advert_area, unsent=a(self.unsent), waiting=a(self.waiting),
+            events=a(self.events) if x.trace.events else None, max_events=4 * n)

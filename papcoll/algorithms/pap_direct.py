@@ -22,10 +22,11 @@ that finds a disagreement still writes to the peers it has not written to (its b
 slot at every peer, whatever theirs) before it raises, so that they see it as well.
 """
 from .. import config, rendezvous
+from ..buffers import lane_shape
 from ..errors import ConfigError
 from ..progress import Deadline
 from ..transport import open_transport, transport_class
-from ..transport.base import INBOX
+from ..native import xport
 from .onesided import Exchange, OneSidedAlgorithm
 from .registry import describe, register
 
@@ -51,6 +52,7 @@ class PapDirect(OneSidedAlgorithm):
 
     def __init__(self, ctx):
         self.slot = copy_threshold(transport_class(), ctx.size)
+        self.lanes = {}                     # algorithm= value -> its fast lane (xport.XLane)
         super().__init__(ctx)
 
     def inbox_bytes(self, size):
@@ -66,24 +68,40 @@ class PapDirect(OneSidedAlgorithm):
         """Write my block for q into my slot of q's inbox (bank = the call's parity); copy q's
         block out of its slot in mine once it has landed."""
         x = self.exchange
-        block = recv.block
-        x.begin(self.signature(block, "copy-based"), block)
-        me, n, slot, bank = x.rank, x.size, self.slot, x.epoch % 2
+        x.begin(self.signature(recv.block, "copy-based"), recv.block)
         # In place, q's block would overwrite my block for q, which a put may still be reading
         # (verbs reads its source after the post, until complete()): send from a copy.
         source = self.private_send(send, recv)
-        inbox = x.transport.inbox
+        self.copy_own(send, recv, x.rank)
+        x.run(xport.COPY, recv.block, source, recv, self.slot)
 
-        def send_to(peer):
-            x.put(peer, INBOX, (bank * n + me) * slot, source.block_of(peer))
 
-        def serve(peer):
-            at = (bank * n + peer) * slot
-            recv.block_of(peer)[:] = inbox[at:at + block]
+    def lane(self, key, sendbuf, recvbuf, recv):
+        if self.ctx.trace.events or recv.block > self.slot or not recv.block:
+            return None
+        shape = lane_shape(sendbuf, recvbuf, recv)
+        if shape is None:
+            return None
+        old = self.lanes.pop(key, None)
+        if old is not None:
+            old.disarm()
+        lane = self.exchange.lane(recv.block, self.slot, self.signature(recv.block,
+                                                                        "copy-based"), shape)
+        if lane is not None:
+            self.lanes[key] = lane
+        return lane
 
-        self.copy_own(send, recv, me)
-        x.copy_based(send_to, serve, "waiting for data")
-        x.end()
+    def lane_failed(self, lane, rc):
+        self.exchange.resume(lane, rc)
+
+    def drop_lanes(self):
+        for lane in self.lanes.values():
+            lane.disarm()
+        self.lanes.clear()
+
+    def close(self, collective=True):
+        self.drop_lanes()
+        super().close(collective)
 
 
 @register("pap_direct_zcopy", "PAP-aware Direct, zero-copy scheme at every size")
@@ -96,6 +114,9 @@ class PapDirectZeroCopy(PapDirect):
     def alltoall(self, send, recv):
         self.zero_copy(send, recv, "zero-copy")
 
+    def lane(self, key, sendbuf, recvbuf, recv):
+        return None
+
 
 @register("pap_direct_copy", "PAP-aware Direct, copy-based scheme at every size")
 class PapDirectCopy(PapDirect):
@@ -107,6 +128,7 @@ class PapDirectCopy(PapDirect):
             rendezvous.agree(self.ctx.comm, f"{describe(self.signature(recv.block, 'copy-based'))}"
                                             f": growing the inbox", deadline)
             old = self.exchange
+            self.drop_lanes()
             old.transport.close()
             self.slot = recv.block
             self.exchange = Exchange(self, open_transport(self.ctx.comm,

@@ -40,8 +40,8 @@ class Algorithm:
         """After a call with these buffers (as the user passed them; ``recv`` parsed) and
         ``algorithm=key`` ran here: a lane whose ``run(sendbuf, recvbuf)`` may run the next
         such calls of the same shape -- returning 1 when it did, 0 to decline, rc < 0 when
-        ``lane_failed(lane, rc)`` names the error -- or None (the default: every call takes
-        the full path)."""
+        ``lane_failed(lane, rc)`` must finish the call or raise its error -- or None (the
+        default: every call takes the full path)."""
 
     def signature(self, block, scheme=""):
         """The signature of my call with ``block`` bytes per peer."""

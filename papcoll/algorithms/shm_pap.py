@@ -71,8 +71,8 @@ class ShmPap(IntraNodeAlgorithm):
     def lane_failed(self, lane, rc):
         if rc == native.EPROTO:
             err = lane.mismatch()
-            return self.mismatch(self.ranks[err.peer], err.theirs, err.mine)
-        return self.timeout("waiting for peers' posts", self.board.user_ranks(self.loops.missing()))
+            raise self.mismatch(self.ranks[err.peer], err.theirs, err.mine)
+        raise self.timeout("waiting for peers' posts", self.board.user_ranks(self.loops.missing()))
 
     def exchange(self, source, dest, block, length, sig):
         """One epoch: post ``length`` bytes of each block of ``source`` (blocks ``block`` bytes

@@ -243,18 +243,9 @@ class Lane:
         naming that very object; the calls' signature is ``sig``. Peers are served from
         ``start``; a call gives up after ``timeout`` seconds. Returns whether it is armed (a
         whole, non-empty block per peer, and a format short enough to keep)."""
-        lane = self._lane
-        lane.armed = 0
-        code = b"" if datatype is not None else buffer_format.encode("ascii", "replace")
-        n = self._loops.n
-        if len(code) < _Lane.format.size and nbytes > 0 and nbytes % n == 0:
-            self._datatype = datatype             # alive, so its id stays its own
-            lane.format, lane.itemsize, lane.nbytes, lane.sig = code, itemsize, nbytes, sig
-            lane.datatype = None if datatype is None else id(datatype)
-            lane.start, lane.timeout_ns = start_index(start, n), timeout_ns(timeout)
-            lane.slice_ns = timeout_ns(SLICE)
-            lane.armed = 1
-        return bool(lane.armed)
+        self._lane.start = start_index(start, self._loops.n)
+        return arm(self, self._lane, self._loops.n, nbytes, sig, timeout, SLICE, buffer_format,
+                   itemsize, datatype)
 
     def mismatch(self):
         """The SignatureMismatch behind a run that returned -EPROTO."""
@@ -263,6 +254,21 @@ class Lane:
 
     def disarm(self):
         self._lane.armed = 0
+
+
+def arm(owner, lane, n, nbytes, sig, timeout, slice, buffer_format, itemsize, datatype):
+    """Arm ``lane`` (a struct pc_lane) for calls of one shape (Lane.arm says which) among
+    ``n`` processes, each running at most ``timeout`` seconds, ``slice`` at a time without
+    the GIL; ``owner`` keeps the datatype alive, so that its id stays its own."""
+    lane.armed = 0
+    code = b"" if datatype is not None else buffer_format.encode("ascii", "replace")
+    if len(code) < _Lane.format.size and nbytes > 0 and nbytes % n == 0:
+        owner._datatype = datatype
+        lane.format, lane.itemsize, lane.nbytes, lane.sig = code, itemsize, nbytes, sig
+        lane.datatype = None if datatype is None else id(datatype)
+        lane.timeout_ns, lane.slice_ns = timeout_ns(timeout), timeout_ns(slice)
+        lane.armed = 1
+    return bool(lane.armed)
 
 
 class CopyList:

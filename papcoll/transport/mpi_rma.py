@@ -19,8 +19,12 @@ from mpi4py import MPI
 
 from .. import rendezvous
 from ..errors import TransportError
-from .base import ADVERT_BYTES, ADVERTS, DESCRIPTOR, INBOX, KINDS, Transport, notice_word
+from ..native import xport
+from .base import ADVERT_BYTES, ADVERTS, DESCRIPTOR, INBOX, KINDS, Transport
 from .regcache import RegistrationCache
+
+_FUNCTIONS = ("MPI_Put", "MPI_Win_flush", "MPI_Win_flush_local", "MPI_Win_flush_all",
+              "MPI_Win_flush_local_all", "MPI_Win_sync", "MPI_Iprobe")
 
 
 class MpiRmaTransport(Transport):
@@ -52,8 +56,8 @@ class MpiRmaTransport(Transport):
         self._inbox = inbox if given else self.mem[self._inbox_at:]
         self._boards = self.mem[:self._board_bytes].view(np.uint64).reshape(KINDS, 2, n)
         self.cache = RegistrationCache(self._attach, self._detach)
-        self._notices = np.zeros(n, np.uint64)    # per peer: the source of my last notice put
         self._windows = [self.win, self.dyn] + ([self.inbox_win] if given else [])
+        self.native = self._native(comm)
         for win in self._windows:
             win.Lock_all(MPI.MODE_NOCHECK)
         self._open = True
@@ -84,60 +88,69 @@ class MpiRmaTransport(Transport):
         address, nbytes, _ = DESCRIPTOR.unpack(descriptor)
         self.dyn.Detach(MPI.buffer.fromaddress(address, nbytes))
 
+    def _native(self, comm):
+        """The C half (native/papcoll_xport.c) calls the MPI library mpi4py loaded, with the
+        handles of these windows: one C call per put, poll or completion."""
+        x = xport.XPort(xport.PC_MPI, self.size, self.rank, self._boards)
+        m = x.s.mpi
+        for name, fn in zip(("put", "flush", "flush_local", "flush_all", "flush_local_all",
+                             "sync", "iprobe"), xport.functions(xport.mpi_library(), _FUNCTIONS)):
+            setattr(m, name, fn)
+        m.win, m.inbox_win, m.dyn = self.win.handle, self.inbox_win.handle, self.dyn.handle
+        m.comm, m.byte, m.uint64 = comm.handle, MPI.BYTE.handle, MPI.UINT64_T.handle
+        m.any_source, m.any_tag = MPI.ANY_SOURCE, MPI.ANY_TAG
+        m.adverts_at, m.inbox_at = self._adverts_at, self._inbox_at
+        words = np.zeros((3, self.size), np.uint64)       # queued, notices, notice_at
+        m.queued, m.notices, m.notice_at = (xport.address(row) for row in words)
+        x.hold(words)
+        return x
+
     def put(self, peer, dest, offset, data, notice=None):
-        spec = [data, data.nbytes, MPI.BYTE]
         if dest is ADVERTS:
-            self.win.Put(spec, peer, [self._adverts_at + offset, data.nbytes, MPI.BYTE])
+            where, rkey = xport.TO_ADVERTS, 0
         elif dest is INBOX:
-            self.inbox_win.Put(spec, peer, [self._inbox_at + offset, data.nbytes, MPI.BYTE])
-            if notice is not None and self.inbox_win is not self.win:
-                self.inbox_win.Flush(peer)
+            where, rkey = xport.TO_INBOX, 0
         else:
-            address, nbytes, _ = DESCRIPTOR.unpack(dest)
+            address, nbytes, rkey = DESCRIPTOR.unpack(dest)
             if offset + data.nbytes > nbytes:
                 raise TransportError(f"put of {data.nbytes} bytes at {offset} overruns rank "
                                      f"{self.names[peer]}'s exposed buffer of {nbytes} bytes")
-            self.dyn.Put(spec, peer, [address + offset, data.nbytes, MPI.BYTE])
-            if notice is not None:
-                self.dyn.Flush(peer)
+            where, offset = xport.TO_EXPOSED, address + offset
+        self._check(self.native.put(peer, where, offset, rkey, xport.address(data),
+                                    data.nbytes, 0, notice), "a put")
         if notice is not None:
-            # The flush puts the data at the target before its notice, and completes my last
-            # notice put to that peer too: its source word may be rewritten.
-            self.win.Flush(peer)
-            self._put_notice(peer, notice, data.nbytes)
+            self._check(self.native.flush(), "a put")
 
     def put_all(self, peers, dest, offset, data, notice):
-        if dest is not ADVERTS:
-            return super().put_all(peers, dest, offset, data, notice)
-        spec = [data, data.nbytes, MPI.BYTE]
-        for peer in peers:
-            self.win.Put(spec, peer, [self._adverts_at + offset, data.nbytes, MPI.BYTE])
-        self.win.Flush_all()                      # one flush orders every record before
-        for peer in peers:                        # every notice
-            self._put_notice(peer, notice, data.nbytes)
-
-    def _put_notice(self, peer, notice, nbytes):
-        kind, seq, code = notice
-        self._notices[peer] = notice_word(seq, code, nbytes)
-        word = ((kind * 2 + seq % 2) * self.size + self.rank) * 8
-        self.win.Put([self._notices[peer:peer + 1], 1, MPI.UINT64_T], peer,
-                     [word, 1, MPI.UINT64_T])
+        for peer in peers:      # the notices wait for one flush of all the data (C)
+            self._check(self.native.put(peer, xport.TO_ADVERTS if dest is ADVERTS else
+                                        xport.TO_INBOX, offset, 0, xport.address(data),
+                                        data.nbytes, 0, notice), "a put")
+        self._check(self.native.flush(), "a put")
 
     def poll(self):
-        self.comm.Iprobe(MPI.ANY_SOURCE, MPI.ANY_TAG)
-        # MPICH serves incoming RMA active messages (puts into a dynamic window) during the
-        # target's own RMA synchronisation calls, not during Iprobe: without a flush here a
-        # target that only waits starves the writer in its Win_flush, forever. (Skipping it
-        # while nothing is attached made copy-based calls 2x slower at N=4: it drives more.)
-        self.dyn.Flush_local_all()
-        self.win.Sync()
-        self.dyn.Sync()
+        self._check(self.native.poll(), "polling")
 
     def complete(self):
-        self.win.Flush_all()          # my notices are at their targets before any later message
-        for win in self._windows[1:]:
-            win.Flush_local_all()
+        self._check(self.native.complete(0), "completing puts")
         self.cache.end_call()
+
+    @property
+    def advert_area(self):
+        return xport.address(self.mem) + self._adverts_at
+
+    def record_lkey(self, record):
+        return 0
+
+    def _check(self, rc, what):
+        if rc < 0:
+            self.failed(rc, what)
+
+    def failed(self, rc, what):
+        s = self.native.s
+        peer = f"rank {self.names[s.failed_peer]}" if s.failed_peer < self.size else "MPI"
+        raise TransportError(f"mpi-rma: {what} failed ({peer}: MPI error {s.failed_status}, "
+                             f"{rc})")
 
     def close(self, collective=True):
         if not self._open:

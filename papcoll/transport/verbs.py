@@ -23,13 +23,10 @@ import numpy as np
 
 from .. import config, rendezvous
 from ..errors import PapcollTimeoutError, TransportError
-from ..progress import Backoff, Deadline
-from .base import (ADVERT_BYTES, ADVERTS, DESCRIPTOR, INBOX, KINDS, SEQ_BITS, SEQ_MASK,
-                   Transport, notice_word)
+from ..native import ETIMEDOUT, xport
+from .base import ADVERT_BYTES, ADVERTS, DESCRIPTOR, INBOX, KINDS, Transport
 from .regcache import RegistrationCache, owner
 
-_CODE_SHIFT = SEQ_BITS      # the immediate: kind (1 bit), signature code (8), sequence number
-_KIND_SHIFT = SEQ_BITS + 8
 _RECVS_PER_PEER = 16        # a peer has at most a few notices in flight to me (one epoch ahead)
 _SENDS_PER_PEER = 64
 _INLINE = 64                # bytes written inline (no registration of the source needed)
@@ -134,7 +131,6 @@ class VerbsTransport(Transport):
         L, e, n = self._local, self._local.e, self.size
         self._remote = {r: {ADVERTS: adverts, INBOX: inbox}
                         for r, (_, _, adverts, inbox, _) in info.items()}
-        self._peer_of_qpn = {}
         for peer, qp in L.qps.items():
             gid_bytes, lid, _, _, theirs = info[peer]
             qpn, psn = theirs[self.rank]
@@ -152,11 +148,30 @@ class VerbsTransport(Transport):
             qp.to_init(attr)
             qp.to_rtr(attr)
             qp.to_rts(attr)
-            for _ in range(_RECVS_PER_PEER):
-                qp.post_recv(L.receive(peer))
-            self._peer_of_qpn[qp.qp_num] = peer
         self._boards = np.zeros((KINDS, 2, n), np.uint64)
-        self._sends = dict.fromkeys(L.qps, 0)     # writes posted and not yet completed, per QP
+        self.native = self._native(info)
+
+    def _native(self, info):
+        """The C half (native/papcoll_xport.c) posts writes and polls the CQs of the QPs pyverbs
+        made, through libibverbs' provider entry points: one C call per put or poll, and the
+        engine's calls without Python. Its receive requests are posted there too."""
+        L, n = self._local, self.size
+        x = xport.XPort(xport.PC_VERBS, n, self.rank, self._boards)
+        peers = (xport.VPeer * n)()
+        for peer, qp in L.qps.items():
+            p = peers[peer]
+            p.qp, send_cq, recv_cq = xport.ibv_qp(qp, qp.qp_num)
+            p.qp_num = qp.qp_num
+            (p.adverts_addr, p.adverts_rkey), (p.inbox_addr, p.inbox_rkey) = info[peer][2:4]
+        order = np.array(sorted(L.qps, key=lambda q: L.qps[q].qp_num), np.uint32)
+        s = x.s
+        s.peers, s.qp_order = xport.c.addressof(peers), xport.address(order)
+        s.send_cq, s.recv_cq, s.depth = send_cq, recv_cq, _SENDS_PER_PEER
+        s.scratch, s.scratch_lkey = L.fixed_addr + L.scratch_at, L.fixed_mr.lkey
+        x.hold(peers, order)
+        for peer in L.qps:
+            self._check(x.post_receives(peer, _RECVS_PER_PEER), "posting receives")
+        return x
 
     # -- the interface --------------------------------------------------------------------------
 
@@ -166,6 +181,13 @@ class VerbsTransport(Transport):
     @property
     def inbox(self):
         return self._local.inbox
+
+    @property
+    def advert_area(self):
+        return self._local.fixed_addr
+
+    def record_lkey(self, record):
+        return 0                            # ADVERT_BYTES go inline
 
     def advert(self, peer):
         at = peer * ADVERT_BYTES
@@ -177,58 +199,46 @@ class VerbsTransport(Transport):
             return DESCRIPTOR.pack(L.fixed_addr + L.scratch_at, 0, L.fixed_mr.rkey)
         return L.exposed.get(array)[0]
 
+    def source_key(self, data):
+        """The lkey a write from ``data`` needs: 0 when it goes inline."""
+        if data.nbytes <= _INLINE:
+            return 0
+        return self._local.sources.get(_whole(data)).lkey
+
     def put(self, peer, dest, offset, data, notice=None):
-        L, e = self._local, self._local.e
         if dest is ADVERTS or dest is INBOX:
-            base, rkey = self._remote[peer][dest]
-            address = base + offset
+            where, rkey = (xport.TO_ADVERTS if dest is ADVERTS else xport.TO_INBOX), 0
         else:
             address, nbytes, rkey = DESCRIPTOR.unpack(dest)
             if offset + data.nbytes > nbytes:
                 raise TransportError(f"put of {data.nbytes} bytes at {offset} overruns rank "
                                      f"{self.names[peer]}'s exposed buffer of {nbytes} bytes")
-            address += offset
-        opcode = e.IBV_WR_RDMA_WRITE if notice is None else e.IBV_WR_RDMA_WRITE_WITH_IMM
-        if data.nbytes <= _INLINE:
-            request = L.small_request(peer, data)
-            request.opcode = opcode
-        else:
-            sge = L.wr.SGE(data.ctypes.data, data.nbytes, L.sources.get(_whole(data)).lkey)
-            request = L.wr.SendWR(opcode=opcode, num_sge=1, sg=[sge],
-                                  send_flags=e.IBV_SEND_SIGNALED)
-        if notice is not None:
-            kind, seq, code = notice
-            request.imm_data = (kind << _KIND_SHIFT) | (code << _CODE_SHIFT) | (seq & SEQ_MASK)
-        request.set_wr_rdma(rkey, address)
-        while self._sends[peer] >= _SENDS_PER_PEER:      # that QP's send queue is full
-            self._reap_sends()
-        L.qps[peer].post_send(request)
-        self._sends[peer] += 1
+            where, offset = xport.TO_EXPOSED, address + offset
+        self._check(self.native.put(peer, where, offset, rkey, xport.address(data), data.nbytes,
+                                    self.source_key(data), notice), "RDMA write")
 
     def poll(self):
-        L = self._local
-        count, completions = L.recv_cq.poll(num_entries=64)
-        for wc in completions[:count]:
-            self._check(wc, "receive")
-            peer = self._peer_of_qpn[wc.qp_num]
-            imm = wc.imm_data
-            kind, code, seq = imm >> _KIND_SHIFT, (imm >> _CODE_SHIFT) & 0xFF, imm & SEQ_MASK
-            self._boards[kind, seq % 2, peer] = notice_word(seq, code, wc.byte_len)
-            L.qps[peer].post_recv(L.receive(peer))
-        self._reap_sends()
+        self._check(self.native.poll(), "polling")
 
     def complete(self):
-        deadline, backoff = Deadline(self.timeout), Backoff()
-        while any(self._sends.values()):
-            if not self._reap_sends():
-                if deadline.expired():
-                    raise PapcollTimeoutError(
-                        "verbs: waiting for RDMA write completions",
-                        [self.names[peer] for peer, count in self._sends.items() if count],
-                        self.timeout)
-                backoff.pause()
+        self._check(self.native.complete(int(self.timeout * 1e9)),
+                    "waiting for RDMA write completions")
         self._local.exposed.end_call()
         self._local.sources.end_call()
+
+    def _check(self, rc, what):
+        if rc < 0:
+            self.failed(rc, what)
+
+    def failed(self, rc, what):
+        s = self.native.s
+        rank = self.names[s.failed_peer] if s.failed_peer < self.size else "?"
+        if rc == ETIMEDOUT:
+            raise PapcollTimeoutError(f"verbs: {what}", [rank], self.timeout)
+        status = s.failed_status
+        text = self._local.cq_mod.cqe_status_to_str(status) if status > 0 else "post failed"
+        raise TransportError(f"{what} with rank {rank} failed on {self._local.device}: {text} "
+                             f"(status {status}, vendor error {s.failed_vendor}, {rc})")
 
     def close(self, collective=True):
         if self._closed:
@@ -236,34 +246,12 @@ class VerbsTransport(Transport):
         self._closed = True
         self._local.close()
 
-    # -- completions ----------------------------------------------------------------------------
-
-    def _reap_sends(self):
-        count, completions = self._local.send_cq.poll(num_entries=64)
-        for wc in completions[:count]:
-            self._check(wc, "RDMA write")
-            self._sends[self._peer_of_qpn[wc.qp_num]] -= 1
-        return count
-
-    def _check(self, wc, what):
-        e = self._local.e
-        if wc.status != e.IBV_WC_SUCCESS:
-            if what == "receive" and wc.status == e.IBV_WC_WR_FLUSH_ERR:
-                self._reap_sends()     # the queue pair failed: a write's error says why
-            peer = self._peer_of_qpn.get(wc.qp_num)
-            rank = "?" if peer is None else self.names[peer]
-            raise TransportError(f"{what} with rank {rank} failed on {self._local.device}: "
-                                 f"{self._local.cq_mod.cqe_status_to_str(wc.status)} "
-                                 f"(status {wc.status}, vendor error {wc.vendor_err})")
-
-
 class _Local:
     """This process's verbs resources, opened in order and closed in reverse order."""
 
     def __init__(self, comm, inbox):
         self.error = None
         self._opened = []
-        self._receives, self._small = {}, {}
         try:
             self._open(comm, inbox)
         except Exception as err:          # reported to every rank by VerbsTransport.__init__
@@ -279,7 +267,6 @@ class _Local:
         self.gid_bytes = self.ctx.query_gid(self.port, self.gid_index).gid
         self.pd = self._keep(pd.PD(self.ctx))
         n = comm.Get_size()
-        self.staging = np.zeros((n, _INLINE), np.uint8)     # small writes' data, per peer
         depth = max(1, n - 1)
         self.send_cq = self._keep(self.cq_mod.CQ(self.ctx, _SENDS_PER_PEER * depth))
         self.recv_cq = self._keep(self.cq_mod.CQ(self.ctx, _RECVS_PER_PEER * depth))
@@ -313,34 +300,6 @@ class _Local:
         self.qps = {peer: self._keep(self.qp_mod.QP(self.pd, init))
                     for peer in range(n) if peer != comm.Get_rank()}
         self.psns = {peer: random.randrange(1 << 24) for peer in self.qps}
-
-    def receive(self, peer):
-        """The receive request for one WRITE_WITH_IMM notice from ``peer``. It consumes no buffer,
-        but pyverbs wants an SGE: 8 scratch bytes nobody reads. Posting copies a request, so
-        one per peer is reused (building pyverbs objects is slow: each asks for a logger)."""
-        if peer not in self._receives:
-            sge = self.wr.SGE(self.fixed_addr + self.scratch_at, 8, self.fixed_mr.lkey)
-            self._receives[peer] = self.wr.RecvWR(wr_id=peer, num_sge=1, sg=[sge])
-        return self._receives[peer]
-
-    def small_request(self, peer, data):
-        """A write request to ``peer`` of ``data`` (at most _INLINE bytes), reused: one per peer
-        and length, built once (building pyverbs objects costs more than posting them). The
-        data is staged in my memory and posted inline (the post copies it, so the stage is
-        free again at once); an empty write points at scratch, as pyverbs wants an SGE."""
-        request = self._small.get((peer, data.nbytes))
-        if request is None:
-            e = self.e
-            if data.nbytes:
-                sge = self.wr.SGE(self.staging[peer].ctypes.data, data.nbytes, 0)
-                flags = e.IBV_SEND_SIGNALED | e.IBV_SEND_INLINE
-            else:
-                sge = self.wr.SGE(self.fixed_addr + self.scratch_at, 0, self.fixed_mr.lkey)
-                flags = e.IBV_SEND_SIGNALED
-            request = self.wr.SendWR(num_sge=1, sg=[sge], send_flags=flags)
-            self._small[peer, data.nbytes] = request
-        self.staging[peer, :data.nbytes] = data
-        return request
 
     def _keep(self, resource):
         self._opened.append(resource)

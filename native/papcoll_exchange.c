@@ -1,0 +1,253 @@
+/* One call of PAP Direct over a one-sided transport: see papcoll_xport.h (struct pc_xcall)
+ * for the contract and papcoll/algorithms/onesided.py for the protocol's account. */
+#include <errno.h>
+#include <string.h>
+
+#include "papcoll_native.h"
+#include "papcoll_xport.h"
+
+static void event(struct pc_xcall *c, int kind, size_t peer)
+{
+    if (c->events && c->nevents < c->max_events) {
+        c->events[2 * c->nevents] = ((int64_t)kind << 56) | (int64_t)peer;
+        c->events[2 * c->nevents + 1] = pc_now_ns();
+        c->nevents++;
+    }
+}
+
+static int mismatch(struct pc_xcall *c, int where, size_t peer, uint64_t word)
+{
+    c->failed_in = where;
+    c->failed_peer = peer;
+    c->failed_word = word;
+    return -EPROTO;
+}
+
+static uint64_t board(const struct pc_xcall *c, int kind, uint64_t seq, size_t peer)
+{
+    const volatile uint64_t *word =
+        &c->x->boards[(kind * 2 + seq % 2) * c->x->n + peer];
+    return __atomic_load_n(word, __ATOMIC_ACQUIRE);
+}
+
+static int current(uint64_t word, uint64_t seq)
+{
+    return ((word >> 40) & PC_SEQ_MASK) == (seq & PC_SEQ_MASK);
+}
+
+/* Whether peer's data of this call has landed: 1, 0, or -EPROTO (another call's notice). */
+static int landed(struct pc_xcall *c, size_t peer)
+{
+    uint64_t word = board(c, PC_DATA, c->epoch, peer);
+    if (!current(word, c->epoch))
+        return 0;
+    int same = c->expected ? word == c->expected[peer]
+                           : ((word >> 32) & 0xFF) == c->code;
+    return same ? 1 : mismatch(c, PC_IN_NOTICE, peer, word);
+}
+
+/* The advert record peer wrote for me, if it is this call's: its address (0: not yet), or
+ * -EPROTO. */
+static int advertised(struct pc_xcall *c, size_t peer, uint64_t *addr, uint64_t *bytes,
+                      uint32_t *rkey)
+{
+    if (!current(board(c, PC_ADVERT, c->adverts, peer), c->adverts))
+        return 0;
+    const uint8_t *record = c->advert_area + peer * PC_ADVERT_BYTES;
+    uint64_t epoch, sig;
+    memcpy(addr, record, 8);
+    memcpy(bytes, record + 8, 8);
+    memcpy(rkey, record + 16, 4);
+    memcpy(&epoch, record + 24, 8);
+    memcpy(&sig, record + 32, 8);
+    if (sig != c->sig || epoch != c->epoch)
+        return mismatch(c, PC_IN_ADVERT, peer, sig);
+    return 1;
+}
+
+/* A peer advertised for a zero-copy call while this copy-based one advertises nothing. */
+static int advertised_ahead(struct pc_xcall *c, size_t peer)
+{
+    uint64_t ahead = c->adverts + 1, sig;
+    if (!current(board(c, PC_ADVERT, ahead, peer), ahead))
+        return 0;
+    memcpy(&sig, c->advert_area + peer * PC_ADVERT_BYTES + 32, 8);
+    return mismatch(c, PC_IN_ADVERT, peer, sig);
+}
+
+static int send_to(struct pc_xcall *c, size_t peer)
+{
+    int rc;
+    if (c->scheme == PC_ZCOPY || c->scheme == PC_STEP) {
+        uint64_t addr, bytes;
+        uint32_t rkey;
+        rc = advertised(c, peer, &addr, &bytes, &rkey);
+        if (rc <= 0)
+            return rc;
+        if (c->dst_off[peer] + c->len[peer] > bytes)     /* never past its buffer */
+            return mismatch(c, PC_IN_ADVERT, peer, c->sig);
+        rc = pc_xport_put(c->x, peer, PC_TO_EXPOSED, addr + c->dst_off[peer], rkey,
+                          c->src + c->src_off[peer], c->len[peer], c->lkey, PC_DATA, c->epoch,
+                          c->code, 1);
+    } else {
+        rc = pc_xport_put(c->x, peer, PC_TO_INBOX, c->dst_off[peer], 0,
+                          c->src + c->src_off[peer], c->len[peer], c->lkey, PC_DATA, c->epoch,
+                          c->code, 1);
+    }
+    if (rc < 0)
+        return rc;
+    c->unsent[peer] = 0;
+    event(c, PC_SENT, peer);
+    return 1;
+}
+
+/* Take peer's landed data: copy it out, or hand it on. */
+static int serve(struct pc_xcall *c, size_t peer)
+{
+    const char *data = c->inbox ? c->inbox + c->in_off[peer] : NULL;
+    if (c->out)
+        memcpy(c->out + c->out_off[peer], data, c->out_len[peer]);
+    if (c->flags) {
+        uint64_t header;
+        memcpy(&header, data, 8);
+        if (header != c->sig)
+            return mismatch(c, PC_IN_HEADER, peer, header);
+        __atomic_store_n((volatile uint64_t *)((volatile char *)c->flags +
+                                               peer * c->flag_stride),
+                         c->epoch, __ATOMIC_RELEASE);
+        pc_copy_list(c->hand_dst, c->hand_dst_off + c->first[peer], NULL,
+                     c->hand_src + c->first[peer], c->first[peer + 1] - c->first[peer],
+                     c->hand_len);
+    }
+    c->waiting[peer] = 0;
+    event(c, PC_RECEIVED, peer);
+    return 0;
+}
+
+/* The gate's posts: open once every one has been served (polled, never waited for). */
+static int gate_open(struct pc_xcall *c)
+{
+    struct pc_gate *g = c->gate;
+    if (!g || g->open)
+        return 1;
+    int rc = pc_serve_lists(g->flags, g->flag_stride, g->pending, g->n, g->target, g->sig,
+                            g->start, g->first, g->dst, g->dst_off, g->src, g->src_off, g->len,
+                            g->served, g->n, &g->failed, 0);
+    if (rc == -EPROTO)
+        return mismatch(c, PC_IN_GATE, g->failed, 0);
+    if (rc > 0)
+        g->start = (g->served[rc - 1] + 1) % g->n;
+    else if (rc != -ETIMEDOUT && rc != -ENOENT)
+        return rc;
+    for (size_t i = 0; i < g->n; i++)
+        if (g->pending[i])
+            return 0;
+    return g->open = 1;
+}
+
+/* After a disagreement, a copy-based rank still writes to every peer it has not written to,
+ * so that they see it too (its writes wait for nobody); then it reports. */
+static int tell_all(struct pc_xcall *c, int rc)
+{
+    if (c->scheme == PC_COPY || c->scheme == PC_ORDER) {
+        if (!c->gate || c->gate->open)
+            for (size_t q = 0; q < c->x->n; q++)
+                if (c->unsent[q] && q != c->x->me)
+                    send_to(c, q);
+        pc_xport_flush(c->x);
+    }
+    return rc;
+}
+
+static int left(const uint8_t *flags, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (flags[i])
+            return 1;
+    return 0;
+}
+
+int pc_xcall_run(struct pc_xcall *c, int64_t timeout_ns)
+{
+    struct pc_xport *x = c->x;
+    size_t n = x->n, me = x->me;
+    int rc;
+    if ((c->scheme == PC_ZCOPY || c->scheme == PC_STEP) && !c->advertised) {
+        for (size_t k = 1; k < n; k++) {  /* unsignalled: the data write follows */
+            rc = pc_xport_put(x, (me + k) % n, PC_TO_ADVERTS, me * PC_ADVERT_BYTES, 0,
+                              c->record, PC_ADVERT_BYTES, c->record_lkey, PC_ADVERT,
+                              c->adverts, c->code, 0);
+            if (rc < 0)
+                return rc;
+        }
+        c->advertised = 1;
+    }
+    struct pc_backoff b;
+    rc = pc_backoff_begin(&b, timeout_ns);
+    if (rc < 0)
+        return rc;
+    for (;;) {
+        int progressed = 0;
+        int open = gate_open(c);
+        if (open < 0)
+            return open;
+        for (size_t k = 1; k < n; k++) {  /* successors first: arrivals spread the load */
+            size_t q = (me + k) % n;
+            if (c->scheme == PC_STEP && c->unsent[q] && q == (me + c->next) % n) {
+                if ((rc = send_to(c, q)) < 0)
+                    return rc;
+                if (rc)
+                    c->next++, progressed = 1;
+            } else if (c->scheme == PC_ZCOPY && c->unsent[q]) {
+                if ((rc = send_to(c, q)) < 0)
+                    return rc;
+                progressed |= rc;
+            }
+            if (!c->waiting[q])
+                continue;
+            if ((rc = landed(c, q)) < 0)
+                return tell_all(c, rc);
+            if (!rc)
+                continue;
+            event(c, PC_SEEN, q);
+            if ((c->scheme == PC_COPY) && c->unsent[q] && open && (rc = send_to(c, q)) < 0)
+                return rc;                /* it has arrived: it is served first */
+            if ((rc = serve(c, q)) < 0)
+                return tell_all(c, rc);
+            progressed = 1;
+        }
+        if ((c->scheme == PC_COPY || c->scheme == PC_ORDER) && open) {
+            /* Nobody new: write to a peer not seen yet (all of them, in step order, for
+             * PC_ORDER: its writes never wait); when all are written, a peer still awaited
+             * may be in another kind of call. */
+            for (size_t k = 1; k < n; k++) {
+                size_t q = (me + k) % n;
+                if (!c->unsent[q])
+                    continue;
+                if ((rc = send_to(c, q)) < 0)
+                    return rc;
+                progressed = 1;
+                if (c->scheme == PC_COPY)
+                    break;
+            }
+            if (!progressed && c->scheme == PC_COPY)
+                for (size_t q = 0; q < n; q++)
+                    if (c->waiting[q] && q != me && (rc = advertised_ahead(c, q)) < 0)
+                        return tell_all(c, rc);
+        }
+        if ((rc = pc_xport_flush(x)) < 0)
+            return rc;
+        if (open && !left(c->unsent, n) && !left(c->waiting, n))
+            break;
+        if (progressed) {                 /* arrivals come in bunches: spin again */
+            b.start = pc_now_ns();
+            b.sleep_ns = 1000;
+        } else if ((rc = pc_xport_poll(x)) < 0) {  /* only when idle: polls are not free */
+            return tell_all(c, rc);
+        } else if ((rc = pc_backoff_pause(&b)) < 0) {
+            return rc;
+        }
+    }
+    rc = pc_xport_complete(x, b.deadline - pc_now_ns() > 0 ? b.deadline - pc_now_ns() : 0);
+    return rc < 0 ? rc : 1;
+}

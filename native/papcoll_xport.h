@@ -1,0 +1,220 @@
+/*
+ * papcoll's one-sided transports, native half (native/papcoll_xport.c), and the PAP Direct
+ * engine that runs a whole call over one (native/papcoll_exchange.c).
+ *
+ * Python sets a transport up -- pyverbs makes the device context, PD, MRs, CQs and QPs; mpi4py
+ * the MPI windows -- and fills a struct pc_xport with what the hot path needs: raw verbs
+ * objects, or the MPI library's functions and handles. From then on every put, every poll of
+ * completions and every "complete" runs here, once, for Python's Transport methods and for the
+ * engine alike (transport/base.py states the contract; this is its only implementation).
+ *
+ * Notices. A put may carry a notice (kind, sequence number, signature code); the receiver's
+ * board gets a notice word (seq << 40 | code << 32 | length) in bank seq % 2, where length is
+ * the data's. verbs: one RDMA WRITE_WITH_IMM, immediate = kind << 31 | code << 23 | seq (low
+ * 23 bits), in network byte order; the receive completion (after the data is placed) gives the
+ * length; the board is this process's memory, updated by pc_xport_poll. MPI RMA: the data, a
+ * flush of its window at the target, then a put of the notice word into the boards' window
+ * (which is the board): the flush orders data before notice.
+ */
+#ifndef PAPCOLL_XPORT_H
+#define PAPCOLL_XPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "papcoll_native.h"
+
+#define PC_ADVERT 0
+#define PC_DATA 1
+#define PC_SEQ_BITS 23
+#define PC_SEQ_MASK ((UINT64_C(1) << PC_SEQ_BITS) - 1)
+
+/* Where a put goes at the peer. */
+#define PC_TO_ADVERTS 0 /* the peer's advert record for me: offset within its adverts area */
+#define PC_TO_INBOX 1   /* the peer's inbox: offset within it */
+#define PC_TO_EXPOSED 2 /* a buffer the peer exposed: remote address and key given */
+
+#define PC_VERBS 1
+#define PC_MPI 2
+
+/* What a verbs transport knows of one peer. */
+struct pc_vpeer {
+    void *qp;                       /* struct ibv_qp *, made by pyverbs, connected */
+    uint64_t adverts_addr, inbox_addr;
+    uint32_t adverts_rkey, inbox_rkey;
+    uint32_t qp_num;                /* mine, for completions */
+    uint32_t posted;                /* writes posted and not yet retired by a completion */
+    uint32_t unsignaled;            /* of which not signalled (retired by the next that is) */
+};
+
+/* The MPI library's functions papcoll calls here (found in the loaded library by Python),
+ * handles passed as integers (MPICH's are ints, Open MPI's pointers: both fit). */
+typedef int (*pc_mpi_put_fn)(const void *, int, intptr_t, int, intptr_t, int, intptr_t,
+                             intptr_t);
+typedef int (*pc_mpi_win_rank_fn)(int, intptr_t);
+typedef int (*pc_mpi_win_fn)(intptr_t);
+typedef int (*pc_mpi_iprobe_fn)(int, int, intptr_t, int *, void *);
+
+struct pc_mpi {
+    pc_mpi_put_fn put;
+    pc_mpi_win_rank_fn flush, flush_local;
+    pc_mpi_win_fn flush_all, flush_local_all, sync;
+    pc_mpi_iprobe_fn iprobe;
+    intptr_t win, inbox_win, dyn, comm, byte, uint64;
+    int any_source, any_tag;
+    size_t adverts_at, inbox_at; /* displacements in win (inbox: in inbox_win) */
+    uint64_t *queued;            /* n: the notice word queued for each peer, 0 if none */
+    uint64_t *notices;           /* n: the source of the last notice put to each peer: it may
+                                  * be rewritten once a flush of win has completed that put */
+    uint64_t *notice_at;         /* n: where in win each queued notice goes */
+    int dirty_win, dirty_inbox, dirty_dyn; /* data put there and not flushed yet */
+    unsigned char status[64];    /* room for an MPI_Status */
+};
+
+struct pc_xport {
+    int kind;                    /* PC_VERBS or PC_MPI */
+    size_t n, me;
+    uint64_t *boards;            /* [2 kinds][2 banks][n] notice words */
+    /* verbs */
+    struct pc_vpeer *peers;
+    void *send_cq, *recv_cq;
+    uint64_t scratch;            /* 8 bytes in the fixed MR, for empty writes and receives */
+    uint32_t scratch_lkey;
+    uint32_t depth;              /* send queue entries per QP */
+    const uint32_t *qp_order;    /* indices of peers by ascending qp_num (completions) */
+    /* mpi */
+    struct pc_mpi mpi;
+    /* the last failure: the peer, the completion status and vendor error (or MPI error) */
+    size_t failed_peer;
+    int failed_status, failed_vendor;
+};
+
+/* Write len bytes from src (lkey: its registration; 0 for inline-sized data) to the peer's
+ * dest (PC_TO_*: offset in the area, or remote address + key), with a notice if kind >= 0
+ * (seq, code). signal: a verbs completion is wanted for this write (the last of a call to
+ * this peer): earlier unsignalled ones are retired with it. MPI: the data is put now, its
+ * notice queued until pc_xport_flush -- so that one flush per window serves every put of a
+ * pass. Returns 0 or -errno (-EIO: failed_* say why). */
+int pc_xport_put(struct pc_xport *x, size_t peer, int dest, uint64_t offset, uint32_t rkey,
+                 const void *src, size_t len, uint32_t lkey, int kind, uint64_t seq,
+                 uint32_t code, int signal);
+
+/* MPI: complete the data of the puts made since the last flush at their targets (one flush
+ * per window that has some), then put their queued notices. verbs: nothing to do. */
+int pc_xport_flush(struct pc_xport *x);
+
+/* Update the boards: reap receive completions (verbs, re-posting their receive requests) and
+ * send completions, or drive MPI progress (MPICH serves RMA active messages only during RMA
+ * synchronisation calls, so a target that only waited would starve its writers). 0 or -EIO. */
+int pc_xport_poll(struct pc_xport *x);
+
+/* My puts are done with their sources, and my notices visible at their targets: 0, or
+ * -ETIMEDOUT after timeout_ns (verbs: writes still unretired; failed_peer one of them), -EIO. */
+int pc_xport_complete(struct pc_xport *x, int64_t timeout_ns);
+
+/* Post n receive requests for notices from peer (at set-up). 0 or -EIO. */
+int pc_xport_post_receives(struct pc_xport *x, size_t peer, size_t count);
+
+/* ---- the engine: one call of PAP Direct ------------------------------------------------ */
+
+#define PC_COPY 1   /* copy-based: write into the peer's inbox; its data found = it arrived */
+#define PC_ZCOPY 2  /* zero-copy: advertise my buffer, write into every peer that advertised */
+#define PC_STEP 3   /* zero-copy in step order: wait for rank + i's advertisement (Direct) */
+#define PC_ORDER 4  /* copy-based writes in step order, at once (the masters of shm_direct) */
+
+#define PC_ADVERT_BYTES 40   /* address, bytes, key, pad, epoch, signature (transport/base.py) */
+
+#define PC_SEEN 0            /* trace events: a peer's arrival seen, my data sent, its landed */
+#define PC_SENT 1
+#define PC_RECEIVED 2
+
+/* Where a call fails: a peer (failed_peer) whose notice word or advert record (failed_word,
+ * failed_sig) is not this call's, or whose header is not (PC_IN_HEADER), or a post of the
+ * gate (PC_IN_GATE; failed_peer: its source). */
+#define PC_IN_NOTICE 1
+#define PC_IN_ADVERT 2
+#define PC_IN_HEADER 3
+#define PC_IN_GATE 4
+
+/* The gate: my node's posts, whose blocks a master must have before it sends (the
+ * hierarchical algorithms); pc_serve_lists' arguments, polled. */
+struct pc_gate {
+    const volatile uint64_t *flags;
+    size_t flag_stride;
+    uint8_t *pending;
+    size_t n;
+    uint64_t target, sig;
+    size_t start;
+    const size_t *first, *dst_off, *src_off;
+    char *dst;
+    const char *src;
+    size_t len, *served, failed;
+    int open;
+};
+
+/* One call of PAP Direct over x among its n processes: a peer's arrival is seen in the data
+ * path itself -- its data landing in my inbox (copy-based), its advertisement (zero-copy) --
+ * and arrived peers are served first; a late one never holds up a ready one.
+ *
+ * To peer q I write len[q] bytes from src + src_off[q] (registered under lkey) to dst_off[q]
+ * in q's inbox (copy-based) or in the buffer q advertised (zero-copy), with a DATA notice
+ * (epoch, code). From q I expect the DATA notice word expected[q] (NULL: any of my code: the
+ * data then carries a header, see hand-on); its data at inbox + in_off[q] is copied to
+ * out + out_off[q] (out_len[q] bytes) when out is set. Zero-copy: record (PC_ADVERT_BYTES,
+ * under record_lkey) is advertised to every peer (ADVERT notice, sequence adverts), and the
+ * records peers advertised are read at advert_area + q * PC_ADVERT_BYTES.
+ *
+ * Hand-on (flags set: the hierarchical masters): q's data must start with sig (a header
+ * word), then flags[q] (stride flag_stride) = epoch, then my part of it is copied (copies
+ * first[q] .. first[q + 1] - 1 of hand_src -> hand_dst + hand_dst_off, hand_len bytes).
+ * Gate (set): nothing is sent before every post of the gate has been served.
+ *
+ * unsent and waiting (n each) are set by the caller to the peers to serve; the run keeps its
+ * state there, so a run cut short by its timeout is resumed by running again. Events (when
+ * events is set, room for max_events pairs): (kind << 56 | peer, CLOCK_MONOTONIC ns). */
+struct pc_xcall {
+    struct pc_xport *x;
+    int scheme;
+    uint64_t epoch, adverts, sig;
+    uint32_t code;
+    const uint64_t *expected;
+    const char *src;
+    const uint64_t *src_off, *len, *dst_off;
+    uint32_t lkey;
+    const char *inbox;
+    char *out;
+    const uint64_t *in_off, *out_off, *out_len;
+    const void *record;
+    uint32_t record_lkey;
+    const uint8_t *advert_area;
+    volatile uint64_t *flags;
+    size_t flag_stride;
+    const size_t *first, *hand_dst_off, *hand_src;
+    char *hand_dst;
+    size_t hand_len;
+    struct pc_gate *gate;
+    uint8_t *unsent, *waiting;
+    size_t next;                  /* step order: the next peer to write to (an offset) */
+    int advertised;
+    int64_t *events;
+    size_t nevents, max_events;
+    int failed_in;
+    size_t failed_peer;
+    uint64_t failed_word;
+};
+
+/* Run the call for at most timeout_ns: 1 when done (my writes complete too), -ETIMEDOUT when
+ * not yet (run again), -EPROTO when a peer's call differs (failed_*), -EIO or another -errno
+ * when the transport failed (x->failed_*). */
+int pc_xcall_run(struct pc_xcall *c, int64_t timeout_ns);
+
+/* The fast lane of copy-based PAP Direct (papcoll_lane.c: xlane_alltoall): calls of one
+ * shape (lane: the buffers' shape, the signature, the epoch counter, the slice it runs
+ * before it returns to Python), one prepared call per bank (calls[epoch % 2]) whose
+ * expected words it writes. */
+struct pc_xlane {
+    struct pc_lane lane;
+    struct pc_xcall *calls[2];
+};
+
+#endif
