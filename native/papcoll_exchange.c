@@ -65,12 +65,18 @@ static int advertised(struct pc_xcall *c, size_t peer, uint64_t *addr, uint64_t 
     return 1;
 }
 
-/* A peer advertised for a zero-copy call while this copy-based one advertises nothing. */
+/* A peer advertised for a zero-copy call while this copy-based one advertises nothing, and
+ * its data of this call has not landed. (A peer whose data landed has finished this call and
+ * may advertise for its next one already; its data notice was visible before that advert was
+ * sent, so reading the advert first and the data second cannot take it for a disagreement.) */
 static int advertised_ahead(struct pc_xcall *c, size_t peer)
 {
     uint64_t ahead = c->adverts + 1, sig;
     if (!current(board(c, PC_ADVERT, ahead, peer), ahead))
         return 0;
+    int rc = landed(c, peer);
+    if (rc != 0)
+        return rc < 0 ? rc : 0;
     memcpy(&sig, c->advert_area + peer * PC_ADVERT_BYTES + 32, 8);
     return mismatch(c, PC_IN_ADVERT, peer, sig);
 }
@@ -105,19 +111,22 @@ static int send_to(struct pc_xcall *c, size_t peer)
 static int serve(struct pc_xcall *c, size_t peer)
 {
     const char *data = c->inbox ? c->inbox + c->in_off[peer] : NULL;
-    if (c->out)
-        memcpy(c->out + c->out_off[peer], data, c->out_len[peer]);
-    if (c->flags) {
+    if (!c->expected) {                   /* lengths vary: the data's header says whose */
         uint64_t header;
         memcpy(&header, data, 8);
         if (header != c->sig)
             return mismatch(c, PC_IN_HEADER, peer, header);
+    }
+    if (c->out)
+        memcpy(c->out + c->out_off[peer], data, c->out_len[peer]);
+    if (c->flags) {
         __atomic_store_n((volatile uint64_t *)((volatile char *)c->flags +
                                                peer * c->flag_stride),
                          c->epoch, __ATOMIC_RELEASE);
-        pc_copy_list(c->hand_dst, c->hand_dst_off + c->first[peer], NULL,
-                     c->hand_src + c->first[peer], c->first[peer + 1] - c->first[peer],
-                     c->hand_len);
+        if (c->first)
+            pc_copy_list(c->hand_dst, c->hand_dst_off + c->first[peer], NULL,
+                         c->hand_src + c->first[peer], c->first[peer + 1] - c->first[peer],
+                         c->hand_len);
     }
     c->waiting[peer] = 0;
     event(c, PC_RECEIVED, peer);
@@ -135,8 +144,11 @@ static int gate_open(struct pc_xcall *c)
                             g->served, g->n, &g->failed, 0);
     if (rc == -EPROTO)
         return mismatch(c, PC_IN_GATE, g->failed, 0);
-    if (rc > 0)
+    if (rc > 0) {
         g->start = (g->served[rc - 1] + 1) % g->n;
+        for (int i = 0; i < rc; i++)
+            event(c, PC_GATHERED, g->served[i]);
+    }
     else if (rc != -ETIMEDOUT && rc != -ENOENT)
         return rc;
     for (size_t i = 0; i < g->n; i++)

@@ -127,6 +127,7 @@ int pc_xport_post_receives(struct pc_xport *x, size_t peer, size_t count);
 #define PC_SEEN 0            /* trace events: a peer's arrival seen, my data sent, its landed */
 #define PC_SENT 1
 #define PC_RECEIVED 2
+#define PC_GATHERED 3        /* a post of the gate served (peer: its index there) */
 
 /* Where a call fails: a peer (failed_peer) whose notice word or advert record (failed_word,
  * failed_sig) is not this call's, or whose header is not (PC_IN_HEADER), or a post of the
@@ -164,10 +165,12 @@ struct pc_gate {
  * under record_lkey) is advertised to every peer (ADVERT notice, sequence adverts), and the
  * records peers advertised are read at advert_area + q * PC_ADVERT_BYTES.
  *
- * Hand-on (flags set: the hierarchical masters): q's data must start with sig (a header
- * word), then flags[q] (stride flag_stride) = epoch, then my part of it is copied (copies
- * first[q] .. first[q + 1] - 1 of hand_src -> hand_dst + hand_dst_off, hand_len bytes).
- * Gate (set): nothing is sent before every post of the gate has been served.
+ * Data without an expected word (expected NULL) must start with sig (a header word). Hand-on
+ * (flags set: the hierarchical masters): once q's data is in, flags[q] (stride flag_stride)
+ * = epoch, then, if first is set, my part of it is copied (copies first[q] .. first[q + 1] -
+ * 1 of hand_src -> hand_dst + hand_dst_off, hand_len bytes).
+ * Gate (set): nothing is sent before every post of the gate has been served (PC_GATHERED
+ * events name them).
  *
  * unsent and waiting (n each) are set by the caller to the peers to serve; the run keeps its
  * state there, so a run cut short by its timeout is resumed by running again. Events (when

@@ -6,6 +6,23 @@ and ``pap_direct``, the nodes' masters for the hierarchical algorithms (shm_dire
 ranks map to the user's for errors and traces, and each call says, per peer, what to write
 where and how many bytes to expect -- the masters' aggregates differ in size when nodes do.
 
+The protocol itself -- which notice signals what, who is served first, when a peer's call
+differs -- is written once, in C: the engine (native/papcoll_exchange.c, ``pc_xcall_run``),
+which runs a whole call over the transport's native half (native/papcoll_xport.c) without
+returning to Python unless a slice of ``CHECK_EVERY`` passes. This module prepares the
+engine's call structs (once per call shape: calls repeat), runs them under the deadline,
+checks between slices that the peers awaited are still coming (rendezvous.py), and turns the
+engine's failures into papcoll's errors. Its schemes:
+
+* ``COPY``, copy-based PAP Direct: a sender writes into its slot of the receiver's inbox (bank
+  = the call's parity), which needs no advertisement; data found from q means q has arrived,
+  so q is served first (sent to, its block copied out); idle time goes to writing to peers
+  not seen yet, since those writes cannot block.
+* ``ZCOPY``, zero-copy PAP Direct: each process exposes its receive buffer and advertises it
+  (the arrival signal); a sender writes into every peer that has advertised, never waiting for
+  one while another is ready. ``STEP``: the same in step order (``direct``).
+* ``ORDER``, the masters of ``shm_direct``: copy-based writes in step order, all at once.
+
 Every Exchange counts its own calls (``epoch``, from 1: the sequence number of its DATA
 notices, one per call and peer) and its own zero-copy calls (``adverts``: the sequence of its
 ADVERT notices), and owns its transport, so notices of different algorithms never mix. Every
@@ -14,10 +31,13 @@ notice words and of inbox slots, and one advert record per peer, suffice (transp
 
 Agreement: a notice is current when its sequence number is the one expected; it must then
 equal, word for word, the notice this process's own call expects (same signature code, the
-length agreed for that peer). An advert record carries the advertiser's whole signature, and a
-sender writes into an advertised buffer only when that signature is its own: a peer whose call
-differs gets a MismatchError here and there, and no byte lands outside the buffer it was meant
-for.
+length agreed for that peer), or, where lengths differ by peer, carry my code and data that
+starts with my signature. An advert record carries the advertiser's whole signature, and a
+sender writes into an advertised buffer only when that signature is its own and the write
+fits: a peer whose call differs gets a MismatchError here and there, and no byte lands outside
+the buffer it was meant for. A copy-based process that finds a disagreement still writes to
+every peer it has not written to (its block fits its slot at every peer) before it reports,
+so that they see it too.
 """
 import ctypes
 
@@ -25,32 +45,28 @@ import numpy as np
 
 from .. import rendezvous, signature
 from ..buffers import Message
-from ..errors import MismatchError, PapcollTimeoutError
+from ..errors import PapcollTimeoutError
 from ..native import EPROTO, ETIMEDOUT, xport
 from ..native.lib import address
-from ..progress import CHECK_EVERY, Deadline, serve_as_ready
+from ..progress import CHECK_EVERY, Deadline
 from ..transport import open_transport
-from ..transport.base import (ADVERT, ADVERT_BYTES, ADVERT_RECORD, ADVERTS, DATA, DESCRIPTOR,
-                              SEQ_MASK, code_of, length_of, notice_word, seq_of)
+from ..transport.base import (ADVERT, ADVERT_BYTES, ADVERT_RECORD, DATA, DESCRIPTOR, SEQ_MASK,
+                              code_of, length_of, notice_word, seq_of)
 from .registry import Algorithm, describe
 
-
-def successors(rank, size):
-    """Peers in the order rank serves them: (rank + i) mod size for i = 1 .. size-1."""
-    return [(rank + i) % size for i in range(1, size)]
-
-
 ZERO_COPY = (xport.ZCOPY, xport.STEP)
+EVENTS = ("seen", "sent", "received", "received")     # the engine's, by kind (PC_SEEN...)
 
 
 class Exchange:
     """PAP Direct among the processes of ``transport`` (ranks ``ranks[i]`` in the user's
-    communicator), for ``algo`` (its signatures, its errors, its Communicator's trace)."""
+    communicator), for ``algo`` (its signatures, its errors, its Communicator's trace).
+    ``traced[i]``: the user ranks whose blocks process i's data brings (default: its own)."""
 
-    def __init__(self, algo, transport, ranks):
+    def __init__(self, algo, transport, ranks, traced=None):
         self.algo, self.transport, self.ranks = algo, transport, list(ranks)
+        self.traced = [[r] for r in self.ranks] if traced is None else traced
         self.rank, self.size = transport.rank, transport.size
-        self.peers = successors(self.rank, self.size)
         self.trace = algo.ctx.trace
         self.counter = ctypes.c_uint64(0)       # epoch, shared with the fast lane (C)
         self.adverts = 0
@@ -64,131 +80,68 @@ class Exchange:
     def epoch(self, value):
         self.counter.value = value
 
-    def begin(self, sig, lengths):
-        """A call begins: its deadline, sequence number and signature ``sig``; ``lengths``: the
-        bytes each peer's DATA notice carries (one number for all, or a list by peer), or None
-        when they may differ (the data says whose call it is: the caller checks it)."""
+    def begin(self, sig):
+        """A call of signature ``sig`` begins: its deadline and sequence number."""
         self.epoch += 1
         self.deadline = Deadline(self.algo.ctx.timeout)
         self.sig = sig
-        self.data = self.transport.board(DATA, self.epoch % 2)   # live: polls update it
-        code = signature.code_of(sig)
-        self.expected = (notice_word(self.epoch, code, lengths) if isinstance(lengths, int)
-                         else None if lengths is None
-                         else [notice_word(self.epoch, code, n) for n in lengths])
-
-    def end(self):
-        self.transport.complete()
-
-    def notice(self):
-        return DATA, self.epoch, signature.code_of(self.sig)
-
-    def put(self, peer, dest, offset, data):
-        """Write ``data`` at ``offset`` of ``dest`` at ``peer``, with this call's DATA notice."""
-        self.transport.put(peer, dest, offset, data, notice=self.notice())
-        self.trace.event("sent", self.ranks[peer])
-
-    # ---- notices -----------------------------------------------------------------------------
-
-    def landed(self, peer):
-        """Whether ``peer``'s data of this call has landed (a notice of another call shape
-        raises MismatchError)."""
-        word = int(self.data[peer])
-        if seq_of(word) != self.epoch & SEQ_MASK:
-            return False
-        expected = self.expected if isinstance(self.expected, int) or self.expected is None \
-            else self.expected[peer]
-        if word != expected and (expected is not None or
-                                 code_of(word) != signature.code_of(self.sig)):
-            raise self.mismatch(peer, signature.make(code_of(word), length_of(word)))
-        return True
 
     def mismatch(self, peer, theirs):
         return self.algo.mismatch(self.ranks[peer], theirs, self.sig)
 
-    def advertise(self, array):
-        """Expose ``array`` (my receive buffer) and tell every peer where it is, for which call
-        and signature: my arrival signal."""
-        self.adverts += 1
-        self.advert_board = self.transport.board(ADVERT, self.adverts % 2)
-        record = ADVERT_RECORD.pack(*DESCRIPTOR.unpack(self.transport.expose(array)),
-                                    self.epoch, self.sig)
-        source = np.frombuffer(record, np.uint8)
-        notice = (ADVERT, self.adverts, signature.code_of(self.sig))
-        self.transport.put_all(self.peers, ADVERTS, self.rank * ADVERT_BYTES, source, notice)
-
-    def has_advertised(self, peer):
-        """Whether ``peer`` advertised for this call; its record must be for my call shape."""
-        if seq_of(int(self.advert_board[peer])) != self.adverts & SEQ_MASK:
-            return False
-        self.descriptor(peer)      # checks it
-        return True
-
-    def descriptor(self, peer):
-        """The descriptor ``peer`` advertised for this call, after checking its signature."""
-        *where, epoch, sig = ADVERT_RECORD.unpack(self.transport.advert(peer))
-        if sig != self.sig or epoch != self.epoch:
-            raise self.mismatch(peer, sig)
-        return DESCRIPTOR.pack(*where)
-
-    def advertised_ahead(self, peer):
-        """Whether ``peer`` advertised for a zero-copy call while this call advertises nothing
-        and its data of this call has not landed: its call differs (MismatchError). A peer
-        whose data landed has finished this call and may advertise for its next already; its
-        data notice was visible here before that advert was sent (``complete()`` ends each
-        call), so reading the advert first and the data second cannot take a finished peer
-        for one in another call."""
-        ahead = self.adverts + 1
-        if seq_of(int(self.transport.board(ADVERT, ahead % 2)[peer])) != ahead & SEQ_MASK:
-            return False
-        if self.landed(peer):
-            return False
-        raise self.mismatch(peer, ADVERT_RECORD.unpack(self.transport.advert(peer))[-1])
-
-    # ---- the native engine -------------------------------------------------------------------
-
-    def run(self, scheme, block, send, recv, slot=0):
-        """One call of Direct among these processes, run by the native engine
-        (native/papcoll_exchange.c, where the protocol is): ``scheme`` COPY (copy-based PAP
-        Direct through slots of ``slot`` bytes of the inbox, bank = the call's parity), ZCOPY
-        (zero-copy, PAP-aware) or STEP (zero-copy in step order: ``direct``). Blocks of
-        ``block`` bytes; ``send`` (a Message, never None here) to ``recv``."""
-        c = self.prepare(scheme, block, slot)
+    def start(self, c):
+        """Make ``c`` (a prepared call) this call: sequence numbers, signature, every peer to
+        be sent to and heard from."""
         s = c.s
         s.epoch, s.adverts, s.sig, s.code = self.epoch, self.adverts, self.sig, \
             signature.code_of(self.sig)
-        c.expected[:] = notice_word(self.epoch, s.code, block)
-        s.src = address(send.data)
-        s.out = address(recv.data) if scheme == xport.COPY else None
         c.unsent[:] = c.waiting[:] = 1
         c.unsent[self.rank] = c.waiting[self.rank] = 0
         s.next, s.advertised, s.nevents, s.failed_in = 1, 0, 0, 0
+
+    def run(self, scheme, block, send, recv, slot=0):
+        """One call of Direct among these processes, of ``block`` bytes per peer, from
+        ``send`` (a Message, never None here) to ``recv``: ``scheme`` COPY through slots of
+        ``slot`` bytes of the inbox, ZCOPY or STEP."""
+        c = self.prepare(scheme, block, slot)
         if scheme != xport.COPY:
             self.adverts += 1
-            s.adverts = self.adverts
             record = ADVERT_RECORD.pack(*DESCRIPTOR.unpack(self.transport.expose(recv.data)),
                                         self.epoch, self.sig)
             c.record[:] = np.frombuffer(record, np.uint8)
+        self.start(c)
+        c.expected[:] = notice_word(self.epoch, c.s.code, block)
+        c.s.src, c.s.lkey = address(send.data), self.transport.source_key(send.data)
+        c.s.out = address(recv.data) if scheme == xport.COPY else None
         self.drive(c, "waiting for data" if scheme == xport.COPY else "waiting for peers")
-        self.transport.complete()
+        self.transport.end_call()
 
     def prepare(self, scheme, block, slot, bank=None):
-        """The engine's call struct for calls of this shape in ``bank`` (default: this
-        call's), kept: calls repeat."""
+        """The engine's call for calls of this shape in ``bank`` (default: this call's)."""
         key = (scheme, block, slot, self.epoch % 2 if bank is None else bank)
         c = self.calls.get(key)
         if c is None:
             if len(self.calls) >= 16:
                 self.calls.clear()
-            c = self.calls[key] = _Call(self, scheme, block, slot, key[3])
+            n, me, bank = self.size, self.rank, key[3]
+            q = np.arange(n, dtype=np.uint64)
+            copy = scheme == xport.COPY
+            c = self.calls[key] = _Call(
+                self, scheme, 4 * n, src_off=q * block, len=np.full(n, block),
+                dst_off=np.full(n, (bank * n + me) * slot if copy else me * block),
+                in_off=(bank * n + q) * slot if copy else q, out_off=q * block,
+                out_len=np.full(n, block), expected=np.zeros(n))
         return c
 
     def lane(self, block, slot, sig, shape):
         """A fast lane for copy-based calls of ``block`` bytes per peer (xport.XLane), armed
-        for buffers of ``shape`` (buffers.lane_shape), or None."""
+        for buffers of ``shape`` (buffers.lane_shape), or None (the transport would need a
+        registration per call)."""
+        if block > self.transport.inline:
+            return None
         calls = [self.prepare(xport.COPY, block, slot, bank) for bank in (0, 1)]
         for call in calls:
-            call.s.sig, call.s.code = sig, signature.code_of(sig)
+            call.s.sig, call.s.code, call.s.lkey = sig, signature.code_of(sig), 0
         lane = xport.XLane(calls, self.counter)
         ok = lane.arm(self.size, block * self.size, sig, self.algo.ctx.timeout, CHECK_EVERY,
                       **shape)
@@ -205,32 +158,37 @@ class Exchange:
         else:
             self.transport.failed(rc, "waiting for data")
 
-    def drive(self, c, what):
+    def drive(self, c, what, gate=None):
         """Run the engine in slices under the call's deadline, checking between slices that
-        the awaited peers are still coming; map its failures to papcoll's errors."""
+        the awaited peers are still coming; map its failures to papcoll's errors. ``gate``
+        (the masters'): its posts are awaited first (``gate.still_coming()`` checks them, and
+        ``gate.mismatch(i)`` is the error of post i)."""
         comm, ranks = self.algo.ctx.comm, self.ranks
-        doing = f"{describe(self.sig)} ({what})"
         tracing = self.trace.events
         while True:
             rc = xport.run(c.s, int(min(self.deadline.left(), CHECK_EVERY) * 1e9))
             if tracing:
-                self.replay(c)
+                self.replay(c, gate)
             if rc == 1:
                 return
-            still = self.awaited(c)
-            if rc == ETIMEDOUT:
-                if self.deadline.expired():
-                    rendezvous.last_look(comm, [ranks[q] for q in still], self.deadline.timeout)
-                    missing, gave = rendezvous.blame(comm, [ranks[q] for q in still])
-                    raise PapcollTimeoutError(f"{self.algo.name} {what}", missing,
-                                              self.deadline.timeout, gave)
-                rendezvous.elsewhere(comm, [ranks[q] for q in still], int, doing,
-                                     lambda rank: self.arrived(ranks.index(rank),
-                                                               c.s.scheme in ZERO_COPY))
-                continue
             if rc == EPROTO:
+                if c.s.failed_in == xport.IN_GATE:
+                    raise gate.mismatch(c.s.failed_peer)
                 raise self.disagreement(c.s)
-            self.transport.failed(rc, what)
+            if rc != ETIMEDOUT:
+                self.transport.failed(rc, what)
+            if gate is not None and not gate.s.open:
+                gate.still_coming()
+                continue
+            still = [ranks[q] for q in self.awaited(c)]
+            if self.deadline.expired():
+                rendezvous.last_look(comm, still, self.deadline.timeout)
+                missing, gave = rendezvous.blame(comm, still)
+                raise PapcollTimeoutError(f"{self.algo.name} {what}", missing,
+                                          self.deadline.timeout, gave)
+            rendezvous.elsewhere(comm, still, int, f"{describe(self.sig)} ({what})",
+                                 lambda rank: self.arrived(ranks.index(rank),
+                                                           c.s.scheme in ZERO_COPY))
 
     def arrived(self, peer, zero_copy):
         """Whether ``peer``'s arrival signal for this call is here (its data, or in a
@@ -258,102 +216,14 @@ class Exchange:
             return self.mismatch(peer, signature.make(code_of(word), length_of(word)))
         return self.mismatch(peer, word)
 
-    def replay(self, c):
+    def replay(self, c, gate):
         """The engine's events of this slice, into the Communicator's trace."""
-        names = ("seen", "sent", "received")
         for i in range(c.s.nevents):
-            what, when = int(c.events[2 * i]), int(c.events[2 * i + 1])
-            self.trace.event(names[what >> 56], self.ranks[what & 0xFFFFFFFF], when * 1e-9)
+            what, when = int(c.events[2 * i]), int(c.events[2 * i + 1]) * 1e-9
+            kind, q = what >> 56, what & 0xFFFFFFFF
+            for rank in [gate.names[q]] if kind == xport.GATHERED else self.traced[q]:
+                self.trace.event(EVENTS[kind], rank, when)
         c.s.nevents = 0
-
-    # ---- the schemes -------------------------------------------------------------------------
-
-    def copy_based(self, send_to, serve, what, gather=None):
-        """The copy-based PAP Direct: ``send_to(q)`` writes my data for q (with ``put``: it
-        never waits), ``serve(q)`` takes q's data once it has landed. Data found from q means
-        q has arrived, so q is served first, and sent to first; idle time goes to writing to
-        peers not seen yet. ``gather`` (optional: the hierarchical masters' local phase) is
-        polled while it returns False -- my data is not complete yet, so nothing is sent, but
-        peers' data is served as it lands; ``gather(seconds)`` waits at most that long and says
-        whether my data is complete. A rank that finds a disagreement still writes to every
-        peer before it raises (once its data is complete), so that they see it too."""
-        unsent, waiting = dict.fromkeys(self.peers), dict.fromkeys(self.peers)
-        complete = [gather is None]
-
-        def send(peer):
-            del unsent[peer]
-            send_to(peer)
-
-        def arrived(peer):
-            self.trace.event("seen", self.ranks[peer])
-            if peer in unsent and complete[0]:
-                send(peer)
-            serve(peer)
-            del waiting[peer]
-            self.trace.event("received", self.ranks[peer])
-
-        def idle():
-            self.transport.poll()
-            if not complete[0]:
-                complete[0] = gather(0)
-                return complete[0]
-            if unsent:
-                send(next(iter(unsent)))
-                return True
-            for peer in waiting:                       # or is it in another call?
-                self.advertised_ahead(peer)
-            return False
-
-        try:
-            self.wait(self.peers, self.landed, arrived, what, idle)
-            while not complete[0]:                     # everyone's data came before mine was
-                complete[0] = gather(self.deadline.slice())      # complete: finish, send it
-            for peer in list(unsent):
-                send(peer)
-        except MismatchError:
-            if complete[0]:
-                for peer in list(unsent):
-                    send(peer)
-            raise
-
-    def in_order(self, send_to, serve, what):
-        """Direct with writes that never wait: write to rank + i at step i, then take each
-        peer's data as it lands."""
-        for peer in self.peers:
-            send_to(peer)
-        self.wait_data(self.peers, serve, what)
-
-    def wait_data(self, pending, serve=None, what="waiting for data"):
-        """Wait until the data of ``pending`` peers has landed, handling each as it does."""
-        def landed(peer):
-            if serve is not None:
-                serve(peer)
-            self.trace.event("received", self.ranks[peer])
-
-        self.wait(pending, self.landed, landed, what)
-
-    def wait(self, pending, ready, serve, what, idle=None):
-        """serve_as_ready over the transport, naming the user's ranks: those that gave up
-        themselves are not blamed, and a peer known not to come ends the wait early."""
-        if idle is None:
-            def idle():
-                self.transport.poll()      # drives progress of writes into my memory
-                return False
-        comm, doing = self.algo.ctx.comm, f"{describe(self.sig)} ({what})"
-        ranks = self.ranks
-        try:
-            serve_as_ready(pending, ready, serve, self.deadline, f"{self.algo.name} {what}",
-                           ranks=lambda peers: [ranks[q] for q in peers], idle=idle,
-                           check=lambda still: rendezvous.elsewhere(
-                               comm, [ranks[q] for q in still], int, doing,
-                               lambda rank: self.transport.poll() or ready(ranks.index(rank))))
-        except PapcollTimeoutError as err:              # peers are on other nodes here
-            if err.timeout is None:                      # ended early: blamed already
-                raise
-            rendezvous.last_look(comm, err.missing, err.timeout)
-            missing, gave = rendezvous.blame(comm, err.missing)
-            raise PapcollTimeoutError(f"{self.algo.name} {what}", missing, err.timeout,
-                                      gave) from None
 
 
 class OneSidedAlgorithm(Algorithm):
@@ -377,7 +247,7 @@ class OneSidedAlgorithm(Algorithm):
         receive buffer, write into every peer's as soon as it has advertised, wait for the
         data; the blocks that land while peers are missing are noted as they do."""
         x = self.exchange
-        x.begin(self.signature(recv.block, scheme), recv.block)
+        x.begin(self.signature(recv.block, scheme))
         send = self.private_send(send, recv)
         self.copy_own(send, recv, x.rank)
         x.run(xport.ZCOPY if self.pap else xport.STEP, recv.block, send, recv)
@@ -396,27 +266,26 @@ class OneSidedAlgorithm(Algorithm):
 
 
 class _Call:
-    """The engine's struct pc_xcall for one call shape of an Exchange, and its arrays."""
+    """The engine's struct pc_xcall (``s``) for one call shape of an Exchange, and the arrays
+    it points to: ``arrays`` by field name (uint64, n each; ``first``, ``hand_dst_off`` and
+    ``hand_src`` may be given too), room for ``events`` trace events."""
 
-    def __init__(self, x, scheme, block, slot, bank):
-        n, me, t = x.size, x.rank, x.transport
+    def __init__(self, x, scheme, events, gate=None, **arrays):
+        n, t = x.size, x.transport
         self.unsent, self.waiting = np.zeros(n, np.uint8), np.zeros(n, np.uint8)
-        self.expected = np.zeros(n, np.uint64)
-        q = np.arange(n, dtype=np.uint64)
-        self.src_off, self.len = q * block, np.full(n, block, np.uint64)
-        if scheme == xport.COPY:
-            self.dst_off = np.full(n, (bank * n + me) * slot, np.uint64)
-            self.in_off = (bank * n + q) * slot
-        else:
-            self.dst_off, self.in_off = np.full(n, me * block, np.uint64), q
-        self.out_off, self.out_len = q * block, self.len
         self.record = np.zeros(ADVERT_BYTES, np.uint8)
-        self.events = np.zeros(2 * 4 * n, np.int64)
-        a = address
+        self.events = np.zeros(2 * events, np.int64)
+        self.gate = gate
+        fields = {}
+        for name, values in arrays.items():
+            if values is None:
+                continue
+            array = np.ascontiguousarray(values, np.uint64)
+            setattr(self, name, array)
+            fields[name] = address(array)
         self.s = xport.XCallStruct(
-            x=t.native.ptr, scheme=scheme, expected=a(self.expected), src_off=a(self.src_off),
-            len=a(self.len), dst_off=a(self.dst_off), lkey=0, inbox=a(t.inbox) if t.inbox.size
-            else None, in_off=a(self.in_off), out_off=a(self.out_off), out_len=a(self.out_len),
-            record=a(self.record), record_lkey=t.record_lkey(self.record),
-            advert_area=t.advert_area, unsent=a(self.unsent), waiting=a(self.waiting),
-            events=a(self.events) if x.trace.events else None, max_events=4 * n)
+            x=t.native.ptr, scheme=scheme, inbox=address(t.inbox) if t.inbox.size else None,
+            record=address(self.record), record_lkey=0, advert_area=t.advert_area,
+            unsent=address(self.unsent), waiting=address(self.waiting),
+            events=address(self.events) if x.trace.events else None, max_events=events,
+            gate=None if gate is None else ctypes.pointer(gate.s), **fields)

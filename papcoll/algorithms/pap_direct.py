@@ -68,7 +68,7 @@ class PapDirect(OneSidedAlgorithm):
         """Write my block for q into my slot of q's inbox (bank = the call's parity); copy q's
         block out of its slot in mine once it has landed."""
         x = self.exchange
-        x.begin(self.signature(recv.block, "copy-based"), recv.block)
+        x.begin(self.signature(recv.block, "copy-based"))
         # In place, q's block would overwrite my block for q, which a put may still be reading
         # (verbs reads its source after the post, until complete()): send from a copy.
         source = self.private_send(send, recv)

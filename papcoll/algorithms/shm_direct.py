@@ -51,9 +51,9 @@ from ..node.board import slot_bytes
 from ..node.segment import LINE, Segment
 from ..progress import Deadline
 from ..transport import open_transport
-from ..transport.base import INBOX
 from .intranode import IntraNodeAlgorithm
-from .onesided import Exchange
+from ..native import xport
+from .onesided import Exchange, _Call
 from .registry import register
 
 SEGMENT_BUDGET = 64 << 20     # bytes of outbox and inbound areas per node, both banks
@@ -134,8 +134,8 @@ class ShmDirect(IntraNodeAlgorithm):
             self.comm = ctx.comm.Split(0 if self.master else MPI.UNDEFINED, ctx.rank)
             if self.master:
                 self.exchange = Exchange(self, open_transport(self.comm, self.inbound, deadline,
-                                                        self.masters),
-                                         self.masters)
+                                                              self.masters),
+                                         self.masters, traced=[list(r) for r in self.nodes])
         except BaseException:
             self.close(collective=False)
             raise
@@ -202,46 +202,83 @@ class ShmDirect(IntraNodeAlgorithm):
             remote.start = self.k % remote.n
             if self.master:
                 trace.phase("masters")
-                self.masters_phase(plan, sig, gather, scatter)
+                self.masters_phase(plan, sig, epoch, length, dst)
             else:
                 while not gather(self.deadline.slice()):
                     pass
             trace.phase("scatter")
+            if self.master and self.pap:
+                continue                  # the engine copied my parts as they landed
             while remote.left and not scatter(self.deadline.slice()):
                 pass
-
-    def masters_phase(self, plan, sig, gather, scatter):
-        """My node's aggregates to every other master, once ``gather`` has completed them;
-        theirs handed on to my node as they land, even before (PAP: a flag each, and I
-        ``scatter`` my own part of it at once), or once all have (Direct: the one flag)."""
+    def masters_phase(self, plan, sig, epoch, length, dst):
+        """My node's aggregates to every other master, once the gate (my node's posts) has
+        completed them, in one engine call (onesided.py): theirs handed on to my node as they
+        land, even before (PAP: a flag each, and my own part copied at once), or once all have
+        (Direct: the one flag, raised here)."""
         x, bank, layout, k = self.exchange, self.round % 2, self.layout, self.k
-        x.begin(sig, None)                # lengths may differ: the headers say whose call
+        x.begin(sig)
         outbox = self.outbox[bank * layout.bank(k):]
-        inbound = self.inbound[bank * layout.bank(k):]
         for r in self.remote:
             outbox[layout.at(k, r):][:8].view(np.uint64)[0] = sig
-
-        def send_to(r):
-            at = layout.at(k, r)
-            x.put(r, INBOX, bank * layout.bank(r) + layout.at(r, k),
-                  outbox[at:at + plan.lengths[r]])
-
-        def hand_on(r):
-            theirs = int(inbound[layout.at(k, r):][:8].view(np.uint64)[0])
-            if theirs != sig:             # no byte of a disagreeing aggregate goes further
-                raise x.mismatch(r, theirs)
-            if self.pap:
-                self.done.store(r, self.round)
-                scatter(0)
-
+        c = plan.masters.get(bank)
+        if c is None:
+            c = plan.masters[bank] = self.masters_call(plan, bank)
+        x.start(c)
+        gate = c.gate
+        plan.local.expect(plan.all_local)
+        g = gate.s
+        g.target, g.sig, g.start, g.open = epoch, sig, self.start % self.n, 0
+        g.dst, g.src = plan.local.lists.bases(length, dst, None)
+        g.len = c.s.hand_len = length
         if self.pap:
-            x.copy_based(send_to, hand_on, "waiting for masters' aggregates", gather)
-        else:
-            while not gather(self.deadline.slice()):
-                pass
-            x.in_order(send_to, hand_on, "waiting for masters' aggregates")
+            c.s.hand_dst = plan.remote.lists.bases(length, dst, None)[0]
+        c.s.lkey = x.transport.source_key(self.outbox)
+        x.drive(c, "waiting for masters' aggregates", gate)
+        x.transport.end_call()
+        if not self.pap:
             self.done.store(len(self.nodes), self.round)
-        x.end()
+
+    def masters_call(self, plan, bank):
+        """The engine's call for my rounds in ``bank`` with ``plan``'s block size: to master r
+        my aggregate for its node (plan.lengths[r] bytes, header first) into its inbound
+        area; from r its aggregate into mine; the gate: my node's posts (plan.local)."""
+        layout, k, x = self.layout, self.k, self.exchange
+        masters = range(len(self.nodes))
+        gate = _Gate(self, plan.local)
+        lists = plan.remote.lists if self.pap else None
+        c = _Call(x, xport.COPY if self.pap else xport.ORDER, 2 * len(masters) + self.n,
+                  gate=gate, src_off=[bank * layout.bank(k) + layout.at(k, r) for r in masters],
+                  len=plan.lengths,
+                  dst_off=[bank * layout.bank(r) + layout.at(r, k) for r in masters],
+                  in_off=[bank * layout.bank(k) + layout.at(k, r) for r in masters],
+                  first=None if lists is None else lists.first,
+                  hand_dst_off=None if lists is None else lists.dst,
+                  hand_src=None if lists is None else lists.src)
+        c.s.src = native.buffer_address(self.outbox)
+        if self.pap:
+            c.s.flags, c.s.flag_stride = self.done.address, self.done.stride
+        return c
+
+
+class _Gate:
+    """The masters' gate (struct pc_gate): my node's posts, served by the engine (their blocks
+    for me copied in) before it writes anything; errors and names as the algorithm's own."""
+
+    def __init__(self, algo, loops):
+        self.algo, self.loops, self.names = algo, loops, algo.ranks
+        x = loops.lists
+        self.s = xport.Gate(flags=loops.flags.address, flag_stride=loops.flags.stride,
+                            pending=loops._pending, n=loops.n, first=x._first, dst_off=x._dst,
+                            src_off=x._src, served=loops._served)
+
+    def still_coming(self):
+        self.algo.still_coming("gathering the node's blocks", self.loops, self.s.target,
+                               self.names)
+
+    def mismatch(self, peer):
+        err = self.loops.mismatch(peer, self.s.target, self.s.sig)
+        return self.algo.mismatch(self.names[err.peer], err.theirs, err.mine)
 
 
 @register("pap_shm_direct", "PAP-aware hierarchical Direct: one done flag per remote master")
@@ -317,3 +354,4 @@ class _Plan:
                                                               relative="dst"))
         self.lengths = [layout.size(k, r, piece) if r != k else 0
                         for r in range(len(algo.nodes))]
+        self.masters = {}                            # bank -> the engine's call (a master's)

@@ -15,7 +15,7 @@ from .. import _native
 PC_VERBS, PC_MPI = 1, 2
 TO_ADVERTS, TO_INBOX, TO_EXPOSED = 0, 1, 2
 COPY, ZCOPY, STEP, ORDER = 1, 2, 3, 4
-SEEN, SENT, RECEIVED = 0, 1, 2
+SEEN, SENT, RECEIVED, GATHERED = 0, 1, 2, 3
 IN_NOTICE, IN_ADVERT, IN_HEADER, IN_GATE = 1, 2, 3, 4
 
 _p, _u64, _u32, _size, _int, _iptr = (c.c_void_p, c.c_uint64, c.c_uint32, c.c_size_t, c.c_int,

@@ -118,6 +118,11 @@ class Transport:
         registrations made for this call only."""
         raise NotImplementedError
 
+    def end_call(self):
+        """A call whose puts are complete (the engine completed them) ends: drop the
+        registrations made for it only."""
+        raise NotImplementedError
+
     def close(self, collective=True):
         """Free everything; ``collective``: every rank is closing (collective frees may run)."""
         raise NotImplementedError

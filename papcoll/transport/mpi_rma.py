@@ -133,13 +133,18 @@ class MpiRmaTransport(Transport):
 
     def complete(self):
         self._check(self.native.complete(0), "completing puts")
+        self.end_call()
+
+    def end_call(self):
         self.cache.end_call()
 
     @property
     def advert_area(self):
         return xport.address(self.mem) + self._adverts_at
 
-    def record_lkey(self, record):
+    inline = 1 << 62           # any source will do: MPI needs no registration of it
+
+    def source_key(self, data):
         return 0
 
     def _check(self, rc, what):

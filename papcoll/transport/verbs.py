@@ -186,8 +186,7 @@ class VerbsTransport(Transport):
     def advert_area(self):
         return self._local.fixed_addr
 
-    def record_lkey(self, record):
-        return 0                            # ADVERT_BYTES go inline
+    inline = _INLINE           # sources up to this many bytes need no registration
 
     def advert(self, peer):
         at = peer * ADVERT_BYTES
@@ -223,6 +222,9 @@ class VerbsTransport(Transport):
     def complete(self):
         self._check(self.native.complete(int(self.timeout * 1e9)),
                     "waiting for RDMA write completions")
+        self.end_call()
+
+    def end_call(self):
         self._local.exposed.end_call()
         self._local.sources.end_call()
 
