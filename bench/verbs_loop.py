@@ -42,7 +42,10 @@ class BareLoop:
                                   send_flags=flags, imm_data=0)
             request.set_wr_rdma(rkey, base + t.rank * nbytes)
             self.requests[peer] = request
-        self.peer_of_qpn = t._peer_of_qpn
+        self.peer_of_qpn = {L.qps[peer].qp_num: peer for peer in self.peers}
+        scratch = L.wr.SGE(L.fixed_addr + L.scratch_at, 8, L.fixed_mr.lkey)
+        self.receives = {peer: L.wr.RecvWR(wr_id=peer, num_sge=1, sg=[scratch])
+                         for peer in self.peers}
         self.success = e.IBV_WC_SUCCESS
 
     def __call__(self, send=None, recv=None):
@@ -55,7 +58,7 @@ class BareLoop:
             for wc in completions[:count]:
                 self._check(wc)
                 peer = self.peer_of_qpn[wc.qp_num]
-                L.qps[peer].post_recv(L.receive(peer))
+                L.qps[peer].post_recv(self.receives[peer])
             received += count
             count, completions = L.send_cq.poll(num_entries=64)
             for wc in completions[:count]:

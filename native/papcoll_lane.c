@@ -182,6 +182,7 @@ static PyObject *xlane_alltoall(PyObject *module, PyObject *const *args, Py_ssiz
             c->unsent[q] = c->waiting[q] = q != me;
         }
         c->epoch = epoch;
+        c->adverts = *xl->adverts;
         c->src = send;
         c->out = recv;
         c->next = 1;

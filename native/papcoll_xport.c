@@ -59,6 +59,7 @@ struct pcv_cq {                 /* struct ibv_cq's head */
 
 enum { PCV_POLL_CQ = 11, PCV_POST_SEND = 25, PCV_POST_RECV = 26 }; /* ibv_context_ops slots */
 enum { PCV_WRITE = 0, PCV_WRITE_WITH_IMM = 1, PCV_SIGNALED = 2, PCV_INLINE = 8 };
+enum { PCV_WC_WR_FLUSH_ERR = 5 };
 #define PCV_INLINE_MAX 64       /* the QPs' max_inline_data (transport/verbs.py) */
 #define PCV_POLL 32             /* completions reaped per poll_cq */
 
@@ -163,6 +164,22 @@ int pc_xport_post_receives(struct pc_xport *x, size_t peer, size_t count)
     return 0;
 }
 
+static int poll_sends(struct pc_xport *x, void *context)
+{
+    struct pcv_wc wc[PCV_POLL];
+    pcv_poll_cq_fn poll = (pcv_poll_cq_fn)op(context, PCV_POLL_CQ);
+    int got;
+    while ((got = poll(x->send_cq, PCV_POLL, wc)) > 0) {
+        for (int i = 0; i < got; i++) {
+            size_t peer = peer_of(x, wc[i].qp_num);
+            if (wc[i].status)
+                return fail(x, peer, wc[i].status, (int)wc[i].vendor_err);
+            x->peers[peer].posted -= (uint32_t)wc[i].wr_id;
+        }
+    }
+    return got < 0 ? fail(x, x->n, got, 0) : 0;
+}
+
 static int verbs_poll(struct pc_xport *x)
 {
     struct pcv_wc wc[PCV_POLL];
@@ -172,8 +189,11 @@ static int verbs_poll(struct pc_xport *x)
     while ((got = poll(x->recv_cq, PCV_POLL, wc)) > 0) {
         for (int i = 0; i < got; i++) {
             size_t peer = (size_t)wc[i].wr_id;
-            if (wc[i].status)
-                return fail(x, peer, wc[i].status, (int)wc[i].vendor_err);
+            if (wc[i].status) {
+                /* A flushed receive: the QP failed, and a write's completion says why. */
+                int rc = wc[i].status == PCV_WC_WR_FLUSH_ERR ? poll_sends(x, context) : 0;
+                return rc < 0 ? rc : fail(x, peer, wc[i].status, (int)wc[i].vendor_err);
+            }
             uint32_t imm = ntohl(wc[i].imm_data);
             uint32_t kind = imm >> (PC_SEQ_BITS + 8), code = (imm >> PC_SEQ_BITS) & 0xFF;
             uint64_t seq = imm & PC_SEQ_MASK;
@@ -186,15 +206,7 @@ static int verbs_poll(struct pc_xport *x)
     }
     if (got < 0)
         return fail(x, x->n, got, 0);
-    while ((got = poll(x->send_cq, PCV_POLL, wc)) > 0) {
-        for (int i = 0; i < got; i++) {
-            size_t peer = peer_of(x, wc[i].qp_num);
-            if (wc[i].status)
-                return fail(x, peer, wc[i].status, (int)wc[i].vendor_err);
-            x->peers[peer].posted -= (uint32_t)wc[i].wr_id;
-        }
-    }
-    return got < 0 ? fail(x, x->n, got, 0) : 0;
+    return poll_sends(x, context);
 }
 
 /* ---- MPI RMA ------------------------------------------------------------------------- */

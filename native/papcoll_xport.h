@@ -214,10 +214,12 @@ int pc_xcall_run(struct pc_xcall *c, int64_t timeout_ns);
 /* The fast lane of copy-based PAP Direct (papcoll_lane.c: xlane_alltoall): calls of one
  * shape (lane: the buffers' shape, the signature, the epoch counter, the slice it runs
  * before it returns to Python), one prepared call per bank (calls[epoch % 2]) whose
- * expected words it writes. */
+ * expected words it writes, and the Exchange's count of zero-copy calls (adverts: which
+ * advertisement would be a peer's next). */
 struct pc_xlane {
     struct pc_lane lane;
     struct pc_xcall *calls[2];
+    const uint64_t *adverts;
 };
 
 #endif

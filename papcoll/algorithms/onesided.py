@@ -68,8 +68,8 @@ class Exchange:
         self.traced = [[r] for r in self.ranks] if traced is None else traced
         self.rank, self.size = transport.rank, transport.size
         self.trace = algo.ctx.trace
-        self.counter = ctypes.c_uint64(0)       # epoch, shared with the fast lane (C)
-        self.adverts = 0
+        self.counter = ctypes.c_uint64(0)       # epoch and adverts: the fast lane (C) reads
+        self.advert_counter = ctypes.c_uint64(0)  # them too
         self.calls = {}
 
     @property
@@ -79,6 +79,14 @@ class Exchange:
     @epoch.setter
     def epoch(self, value):
         self.counter.value = value
+
+    @property
+    def adverts(self):
+        return self.advert_counter.value
+
+    @adverts.setter
+    def adverts(self, value):
+        self.advert_counter.value = value
 
     def begin(self, sig):
         """A call of signature ``sig`` begins: its deadline and sequence number."""
@@ -142,7 +150,7 @@ class Exchange:
         calls = [self.prepare(xport.COPY, block, slot, bank) for bank in (0, 1)]
         for call in calls:
             call.s.sig, call.s.code, call.s.lkey = sig, signature.code_of(sig), 0
-        lane = xport.XLane(calls, self.counter)
+        lane = xport.XLane(calls, self.counter, self.advert_counter)
         ok = lane.arm(self.size, block * self.size, sig, self.algo.ctx.timeout, CHECK_EVERY,
                       **shape)
         return lane if ok else None

@@ -129,18 +129,18 @@ def run(call, timeout_ns):
 
 
 class XLaneStruct(c.Structure):
-    _fields_ = [("lane", _Lane), ("calls", c.POINTER(XCallStruct) * 2)]
+    _fields_ = [("lane", _Lane), ("calls", c.POINTER(XCallStruct) * 2), ("adverts", _p)]
 
 
 class XLane:
     """The fast lane of copy-based PAP Direct: ``run(sendbuf, recvbuf)`` is xlane_alltoall
     over ``calls`` (the prepared XCallStruct of each bank), counting calls in ``counter``
-    (a c_uint64: the Exchange's epoch). It returns 1 when the call is done, 0 when it
+    (a c_uint64: the Exchange's epoch; ``adverts``, its count of zero-copy calls). It returns 1 when the call is done, 0 when it
     declined, or the engine's rc for the call it left in ``calls[epoch % 2]``."""
 
-    def __init__(self, calls, counter):
+    def __init__(self, calls, counter, adverts):
         self.calls = calls                  # kept alive with their arrays
-        self.s = XLaneStruct()
+        self.s = XLaneStruct(adverts=c.addressof(adverts))
         self.s.lane.epoch = c.addressof(counter)
         for bank, call in enumerate(calls):
             self.s.calls[bank] = c.pointer(call.s)

@@ -168,7 +168,8 @@ class VerbsTransport(Transport):
         s.peers, s.qp_order = xport.c.addressof(peers), xport.address(order)
         s.send_cq, s.recv_cq, s.depth = send_cq, recv_cq, _SENDS_PER_PEER
         s.scratch, s.scratch_lkey = L.fixed_addr + L.scratch_at, L.fixed_mr.lkey
-        x.hold(peers, order)
+        x.hold(order)
+        self.peers = peers                  # what C knows of each peer (VPeer)
         for peer in L.qps:
             self._check(x.post_receives(peer, _RECVS_PER_PEER), "posting receives")
         return x

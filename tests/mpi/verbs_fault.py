@@ -24,7 +24,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 import pattern  # noqa: E402
 
 import papcoll  # noqa: E402
-from papcoll.transport.base import DESCRIPTOR, INBOX  # noqa: E402
+from papcoll.transport.base import DESCRIPTOR  # noqa: E402
 
 world = MPI.COMM_WORLD
 rank, size = world.Get_rank(), world.Get_size()
@@ -59,8 +59,7 @@ def sabotage(transport):
             return DESCRIPTOR.pack(address, nbytes, rkey ^ BAD)
         transport.expose = wrong_key
     elif name == "pap_direct_copy" and rank == 0:
-        base, rkey = transport._remote[1][INBOX]
-        transport._remote[1][INBOX] = (base, rkey ^ BAD)
+        transport.peers[1].inbox_rkey ^= BAD       # what the native writes use
 
 
 world.Barrier()
