@@ -137,9 +137,10 @@ static PyObject *lane_alltoall(PyObject *module, PyObject *const *args, Py_ssize
 
 /* xlane_alltoall(xlane, sendbuf, recvbuf): a copy-based PAP Direct call of the armed shape
  * (struct pc_xlane, papcoll_xport.h) run by the one-sided engine: 1 done, 0 declined (nothing
- * touched; MPI.IN_PLACE is declined: its send blocks need a private copy), or the engine's
- * rc for the call left in calls[epoch % 2]: -ETIMEDOUT after the lane's slice (the caller
- * resumes it), -EPROTO, or a transport failure. */
+ * touched), or the engine's rc for the call left in calls[epoch % 2]: -ETIMEDOUT after the
+ * lane's slice (the caller resumes it), -EPROTO, or a transport failure. With MPI.IN_PLACE
+ * the blocks go out of the lane's spare copy of recvbuf: peers' blocks land in recvbuf while
+ * mine for them may still be read. */
 static PyObject *xlane_alltoall(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)module;
@@ -151,17 +152,20 @@ static PyObject *xlane_alltoall(PyObject *module, PyObject *const *args, Py_ssiz
     if (xl == NULL)
         return PyErr_Occurred() ? NULL : PyLong_FromLong(0);
     const struct pc_lane *lane = &xl->lane;
-    if (!lane->armed || (in_place_marker != NULL && args[1] == in_place_marker))
+    if (!lane->armed)
         return PyLong_FromLong(0);
-    PyObject *send_data = data_of(lane, args[1]), *recv_data = data_of(lane, args[2]);
-    if (recv_data == NULL || send_data == NULL)
+    int in_place = in_place_marker != NULL && args[1] == in_place_marker;
+    PyObject *send_data = in_place ? NULL : data_of(lane, args[1]), *recv_data = data_of(lane, args[2]);
+    if (recv_data == NULL || (send_data == NULL && !in_place))
         return PyLong_FromLong(0);
     Py_buffer s, r;
     if (PyObject_GetBuffer(recv_data, &r, PyBUF_WRITABLE | PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
         PyErr_Clear();
         return PyLong_FromLong(0);
     }
-    if (PyObject_GetBuffer(send_data, &s, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
+    if (in_place) {
+        s = r;
+    } else if (PyObject_GetBuffer(send_data, &s, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
         PyErr_Clear();
         PyBuffer_Release(&r);
         return PyLong_FromLong(0);
@@ -169,8 +173,8 @@ static PyObject *xlane_alltoall(PyObject *module, PyObject *const *args, Py_ssiz
     const char *send = s.buf;
     char *recv = r.buf;
     long result = 0;
-    if (shape_matches(lane, &r) && shape_matches(lane, &s) &&
-        (send + s.len <= recv || recv + r.len <= send)) {
+    if (shape_matches(lane, &r) && (in_place || (shape_matches(lane, &s) &&
+                                                 (send + s.len <= recv || recv + r.len <= send)))) {
         uint64_t epoch = ++*lane->epoch;
         struct pc_xcall *c = xl->calls[epoch % 2];
         size_t n = c->x->n, me = c->x->me, block = (size_t)lane->nbytes / n;
@@ -183,20 +187,75 @@ static PyObject *xlane_alltoall(PyObject *module, PyObject *const *args, Py_ssiz
         }
         c->epoch = epoch;
         c->adverts = *xl->adverts;
-        c->src = send;
         c->out = recv;
         c->next = 1;
         c->advertised = 0;
         c->nevents = 0;
         c->failed_in = 0;
-        memcpy(recv + me * block, send + me * block, block);
+        if (in_place) {
+            memcpy(xl->spare, recv, (size_t)lane->nbytes);
+            c->src = xl->spare;
+        } else {
+            c->src = send;
+            memcpy(recv + me * block, send + me * block, block);
+        }
         int rc;
         Py_BEGIN_ALLOW_THREADS
         rc = pc_xcall_run(c, lane->slice_ns);
         Py_END_ALLOW_THREADS
         result = rc;
     }
-    PyBuffer_Release(&s);
+    if (!in_place)
+        PyBuffer_Release(&s);
+    PyBuffer_Release(&r);
+    return PyLong_FromLong(result);
+}
+
+/* mlane_alltoall(mlane, sendbuf, recvbuf): a call of the armed shape handed straight to the
+ * MPI library's MPI_Alltoall (struct pc_mlane, papcoll_xport.h), the GIL released as mpi4py
+ * does: 1 done, 0 declined (nothing touched), or -(the MPI error code). */
+static PyObject *mlane_alltoall(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "mlane_alltoall(mlane, sendbuf, recvbuf)");
+        return NULL;
+    }
+    struct pc_mlane *ml = PyLong_AsVoidPtr(args[0]);
+    if (ml == NULL)
+        return PyErr_Occurred() ? NULL : PyLong_FromLong(0);
+    const struct pc_lane *lane = &ml->lane;
+    if (!lane->armed)
+        return PyLong_FromLong(0);
+    int in_place = in_place_marker != NULL && args[1] == in_place_marker;
+    PyObject *send_data = in_place ? NULL : data_of(lane, args[1]), *recv_data = data_of(lane, args[2]);
+    if (recv_data == NULL || (send_data == NULL && !in_place))
+        return PyLong_FromLong(0);
+    Py_buffer s, r;
+    if (PyObject_GetBuffer(recv_data, &r, PyBUF_WRITABLE | PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
+        PyErr_Clear();
+        return PyLong_FromLong(0);
+    }
+    if (in_place) {
+        s = r;
+    } else if (PyObject_GetBuffer(send_data, &s, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
+        PyErr_Clear();
+        PyBuffer_Release(&r);
+        return PyLong_FromLong(0);
+    }
+    const char *send = s.buf, *recv = r.buf;
+    long result = 0;
+    if (shape_matches(lane, &r) && (in_place || (shape_matches(lane, &s) &&
+                                                 (send + s.len <= recv || recv + r.len <= send)))) {
+        int count = (int)(lane->nbytes / ml->n), rc;
+        const void *from = in_place ? (const void *)ml->in_place : send;
+        Py_BEGIN_ALLOW_THREADS
+        rc = ml->alltoall(from, count, ml->byte, r.buf, count, ml->byte, ml->comm);
+        Py_END_ALLOW_THREADS
+        result = rc ? -(long)rc : 1;
+    }
+    if (!in_place)
+        PyBuffer_Release(&s);
     PyBuffer_Release(&r);
     return PyLong_FromLong(result);
 }
@@ -214,6 +273,8 @@ static PyMethodDef methods[] = {
      "lane_alltoall(lane, sendbuf, recvbuf): 1 done, 0 declined, -ETIMEDOUT, -EPROTO."},
     {"xlane_alltoall", (PyCFunction)(void (*)(void))xlane_alltoall, METH_FASTCALL,
      "xlane_alltoall(xlane, sendbuf, recvbuf): 1 done, 0 declined, or the engine's rc."},
+    {"mlane_alltoall", (PyCFunction)(void (*)(void))mlane_alltoall, METH_FASTCALL,
+     "mlane_alltoall(mlane, sendbuf, recvbuf): 1 done, 0 declined, -(MPI error)."},
     {"set_in_place", set_in_place, METH_O, "set_in_place(MPI.IN_PLACE)"},
     {NULL, NULL, 0, NULL},
 };

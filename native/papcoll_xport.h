@@ -220,6 +220,19 @@ struct pc_xlane {
     struct pc_lane lane;
     struct pc_xcall *calls[2];
     const uint64_t *adverts;
+    char *spare;                  /* lane.nbytes: the send blocks of an MPI.IN_PLACE call */
+};
+
+/* The fast lane of the ``mpi`` algorithm (papcoll_lane.c: mlane_alltoall): calls of one
+ * shape handed to the MPI library's MPI_Alltoall on comm, among n processes; in_place: the
+ * library's MPI_IN_PLACE. Handles as integers, as in struct pc_mpi. */
+typedef int (*pc_mpi_alltoall_fn)(const void *, int, intptr_t, void *, int, intptr_t, intptr_t);
+
+struct pc_mlane {
+    struct pc_lane lane;
+    pc_mpi_alltoall_fn alltoall;
+    intptr_t comm, byte, in_place;
+    int64_t n;
 };
 
 #endif

@@ -129,7 +129,8 @@ def run(call, timeout_ns):
 
 
 class XLaneStruct(c.Structure):
-    _fields_ = [("lane", _Lane), ("calls", c.POINTER(XCallStruct) * 2), ("adverts", _p)]
+    _fields_ = [("lane", _Lane), ("calls", c.POINTER(XCallStruct) * 2), ("adverts", _p),
+                ("spare", _p)]
 
 
 class XLane:
@@ -148,6 +149,8 @@ class XLane:
 
     def arm(self, n, nbytes, sig, timeout, slice, buffer_format=None, itemsize=0,
             datatype=None):
+        self.spare = np.empty(nbytes, np.uint8)
+        self.s.spare = address(self.spare)
         return arm(self, self.s.lane, n, nbytes, sig, timeout, slice, buffer_format, itemsize,
                    datatype)
 
@@ -175,3 +178,30 @@ def ibv_qp(qp, qp_num, words=48):
         if num == qp_num and qp_type == 2 and head[0] and head[3] and head[4]:
             return word, int(head[3]), int(head[4])
     raise OSError(f"no struct ibv_qp of QP number {qp_num} found in the pyverbs QP object")
+
+
+class MLaneStruct(c.Structure):
+    _fields_ = [("lane", _Lane), ("alltoall", _p), ("comm", _iptr), ("byte", _iptr),
+                ("in_place", _iptr), ("n", c.c_int64)]
+
+
+class MLane:
+    """The ``mpi`` algorithm's fast lane over ``comm``: ``run(sendbuf, recvbuf)`` is
+    mlane_alltoall, MPI_Alltoall of the armed shape from C. 1 done, 0 declined, -(MPI error)."""
+
+    def __init__(self, comm):
+        from mpi4py import MPI
+        (alltoall,) = functions(mpi_library(), ["MPI_Alltoall"])
+        self.s = MLaneStruct(alltoall=alltoall, comm=comm.handle, byte=MPI.BYTE.handle,
+                             in_place=int(MPI.IN_PLACE), n=comm.Get_size())
+        self.run = functools.partial(_native.mlane_alltoall, c.addressof(self.s))
+
+    def arm(self, nbytes, buffer_format=None, itemsize=0, datatype=None):
+        if nbytes // max(self.s.n, 1) >= 1 << 31:        # MPI counts are ints
+            self.disarm()
+            return False
+        return arm(self, self.s.lane, self.s.n, nbytes, 0, 0, 0, buffer_format, itemsize,
+                   datatype)
+
+    def disarm(self):
+        self.s.lane.armed = 0

@@ -25,6 +25,12 @@ that finds the sequence number it expects in a notice word may read the data, an
 code and length against its own call before it does. No other ordering is promised.
 Progress is explicit: ``poll()`` brings the boards up to date (it reaps completions, drives MPI
 progress); the boards are live arrays the algorithms read between polls.
+
+Both transports implement this in C (native/papcoll_xport.c), once, for these methods and for
+the engine that runs whole calls (native/papcoll_exchange.c): a transport also offers
+``native`` (its struct pc_xport, papcoll.native.xport.XPort), ``advert_area`` (the address of
+its ADVERTS records), ``inline`` (the largest source that needs no registration),
+``source_key(data)`` and ``failed(rc, what)`` (the error of a native call that failed).
 """
 import struct
 

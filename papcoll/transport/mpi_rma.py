@@ -10,6 +10,11 @@ drive MPI progress (puts to dynamic windows are completed by the target's progre
 ``poll`` calls ``Iprobe``, a local flush (MPICH serves RMA active messages only in RMA
 synchronisation calls) and ``Win_sync``.
 
+The puts, polls and completions run in C (native/papcoll_xport.c), which calls the MPI library
+mpi4py loaded with these windows' handles: a pass's puts go out, one flush per window that has
+some orders all their data before all their notices, and each notice's source word stays
+untouched until the next flush has completed it (no local flush of its own).
+
 Creating and freeing windows are blocking collectives: set-up meets every rank first, and a
 close that is not collective (a broken Communicator) detaches the user's buffers -- a late
 peer's put can no longer land in them -- and leaves the windows to MPI until MPI_Finalize.

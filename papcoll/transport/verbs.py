@@ -7,10 +7,16 @@ generated only after the data is placed, so the notice can never overtake its da
 boards are therefore plain local memory, updated from the receive CQ, and never remotely
 writable. What peers may write (remote write access) is exactly the adverts + inbox region and
 the exposed receive buffers; nothing is remotely readable. Send sources are registered for
-local access through a second registration cache; small ones (up to 64 bytes) are staged
-and sent inline by work requests built once per peer and length, so the latency-bound path
-builds no pyverbs object per write. Set-up meets every rank (rendezvous.py) before it
-connects and once connected; every resource is local, so closing never waits for anyone.
+local access through a second registration cache; up to 64 bytes they go inline.
+
+pyverbs makes every resource; the hot path is C (native/papcoll_xport.c): it posts work
+requests and polls the CQs through libibverbs' provider entry points, on the ``ibv_qp`` and
+``ibv_cq`` objects of the QPs pyverbs made. pyverbs does not expose those pointers, so
+:func:`papcoll.native.xport.ibv_qp` finds the one inside each QP object (checked by QP number
+and type; a word that is no pointer is read without harm). Writes are signalled selectively
+(an unsignalled one is retired by the next signalled completion on its QP), and no pyverbs
+object is built per write. Set-up meets every rank (rendezvous.py) before it connects and once
+connected; every resource is local, so closing never waits for anyone.
 
 Device choice: ``PAPCOLL_IB_DEVICE`` (else the first device with an ACTIVE port),
 ``PAPCOLL_IB_PORT`` (else its first ACTIVE port), ``PAPCOLL_IB_GID_INDEX`` (else the RoCE v2

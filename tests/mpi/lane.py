@@ -1,11 +1,13 @@
 """MPI worker for the fast lanes: shm_pap's (native/papcoll_lane.c), or the algorithm
-PAPCOLL_ALGORITHM names (``mpi``: algorithms/mpi.py); valid at any N on one node. Calls of an armed shape must skip papcoll's Python path and still deliver exactly what
+PAPCOLL_ALGORITHM names (``mpi``: algorithms/mpi.py; ``pap_direct``: the one-sided engine's
+copy-based lane); valid at any N on one node. Calls of an armed shape must skip papcoll's Python path and still deliver exactly what
 MPI_Alltoall does, MPI.IN_PLACE and [buf, datatype] specs included; every call the lane
 cannot serve (a changed format or datatype, a read-only or overlapping buffer, other spec
 forms) must fall back to the full path and get its result or its error. Rank 0 prints
 LANE OK."""
 import os
 import sys
+import time
 
 import numpy as np
 from mpi4py import MPI
@@ -143,6 +145,20 @@ with papcoll.Communicator(world) as pc:
         expect("full", lambda: pc.Alltoall([send, NBYTES // 8, MPI.DOUBLE],
                                            [recv, NBYTES // 8, MPI.DOUBLE]))
         assert np.array_equal(recv.view(np.uint8), want)
+
+        if os.environ.get("PAPCOLL_ALGORITHM") == "pap_direct" and size > 1:
+            # Lane calls between zero-copy ones (PAPCOLL_COPY_THRESHOLD=64): a peer one call
+            # ahead has advertised for its next, zero-copy call -- no disagreement.
+            rng = np.random.default_rng(calls)
+            for i in range(40):
+                nbytes = 8 if i % 3 else 128
+                send = pattern.send_bytes(rank, size, i, nbytes)
+                want, recv = np.empty_like(send), np.zeros_like(send)
+                world.Alltoall(send, want)
+                if rng.integers(size) == rank:
+                    time.sleep(float(rng.uniform(0, 2e-3)))
+                pc.Alltoall(send, recv)
+                assert np.array_equal(recv, want), f"rank {rank}: call {i} of {nbytes} bytes"
 
 world.Barrier()
 if rank == 0:
