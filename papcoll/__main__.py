@@ -19,8 +19,8 @@ def info():
     lines += [f"  {name:{width}}  {cls.description}" for name, cls in papcoll.algorithms.items()]
     lines += ["", "selection policy (first matching row wins):"]
     lines += [f"  {where:16}  block x N <= {limit if limit is not None else 'any':>7}"
-              f"  block >= {floor or 0:>7}  -> {name}"
-              for where, limit, floor, name in policy.TABLE]
+              f"  block in [{floor or 0}, {ceiling if ceiling is not None else 'any'}]  -> {name}"
+              for where, limit, (floor, ceiling), name in policy.TABLE]
     lines += ["", "transports (PAPCOLL_TRANSPORT):"]
     lines += [f"  {line}" for line in transport.status()]
     measured = config.cma_throttle()

@@ -21,10 +21,11 @@ def test_unknown_algorithm_lists_the_known_ones():
 
 
 def test_policy_rows_name_registered_algorithms():
-    for where, limit, floor, name in policy.TABLE:
+    for where, limit, (floor, ceiling), name in policy.TABLE:
         assert where in ("single-node", "multi-node", "multi-node spare", "any")
         assert limit is None or limit >= 0
         assert floor is None or floor >= 0
+        assert ceiling is None or ceiling >= (floor or 0)
         lookup(name)
 
 
@@ -45,7 +46,12 @@ def fake_ctx(nodes, crowded, cma=True):
     ([4], False, 1 << 20, True, "cma_pap"),
     ([4], False, 1 << 20, False, "shm_pap"),
     ([2, 2], True, 8, True, "mpi"),
-    ([2, 2], True, 1 << 20, True, "mpi"),          # processes outnumber cores: MPI at every size
+    ([2, 2], True, policy.DIRECT_FLOOR - 1, True, "mpi"),
+    ([2, 2], True, policy.DIRECT_FLOOR, True, "pap_direct"),     # crowded or not
+    ([1, 1, 1], True, policy.DIRECT_CEILING, True, "pap_direct"),
+    ([2, 2], True, policy.DIRECT_CEILING + 1, True, "mpi"),
+    ([2, 2], True, 1 << 20, True, "mpi"),          # processes outnumber cores: MPI from here
+    ([2, 2], False, policy.DIRECT_CEILING + 1, True, "mpi"),
     ([2, 2], False, (1 << 20) - 1, True, "mpi"),
     ([2, 2], False, 1 << 20, True, "pap_direct"),
     ([4, 4, 3], False, 4 << 20, True, "pap_direct"),

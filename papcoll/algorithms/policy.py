@@ -1,8 +1,8 @@
 """Selection policy: which algorithm serves a call, as a table separate from the mechanisms.
 
 Rows are tried in order; the first whose topology matches, whose bounds admit the call (the
-bytes each process sends in it, block x processes, at most the row's limit; the block at least
-its floor) and whose algorithm can run on this communicator wins. Every input is the same on
+bytes each process sends in it, block x processes, at most the row's limit; the block within
+its range) and whose algorithm can run on this communicator wins. Every input is the same on
 every rank of a call, so every rank chooses alike.
 """
 from .registry import lookup
@@ -20,27 +20,31 @@ from .registry import lookup
 # takes every size.
 SHM_LIMIT = 256 << 10
 
-# Smallest block (bytes per peer) pap_direct serves across nodes, where no machine of the job
-# runs more processes than it has cores. Measured (papcoll.bench arrival, 200 iterations, MPICH,
-# mpi-rma; the issue-12 note has every cell): with 2 emulated nodes of 2 on this 2-core machine
-# MPI's alltoall won every cell from 8 B to 8 KiB, at MIF 1 to 512 and with 25 % or 75 % of the
-# processes late (pap_direct 1.2-7.5 x, shm_direct and pap_shm_direct slower still: their
-# masters' phase alone cost more than MPI's whole call), and at 1 MiB pap_direct was 1.36,
-# 1.13, 1.03, 0.99 x MPI at MIF 1, 32, 128, 512. With cores to spare (16 cores, 4 emulated
-# nodes of 4) pap_direct at 1 MiB was 1.13, 1.00, 0.76, 0.85 x MPI, and 1.1-7 x below it.
-# So: the MPI library below 1 MiB, and wherever processes outnumber cores.
-DIRECT_FLOOR = 1 << 20
+# Blocks (bytes per peer) pap_direct serves across nodes, crowded or not: from DIRECT_FLOOR to
+# DIRECT_CEILING. Measured with the native engine (papcoll.bench arrival, 200 iterations, MPICH,
+# mpi-rma, N = 4 on this 2-core machine, as 4 nodes of 1 and 2 of 2, MIF 1 and 32; the issue-13
+# note has every cell): pap_direct took 0.51-0.90 x MPI's time from 8 KiB to 64 KiB, 0.85-1.07 x
+# at 256 KiB, and lost below (1.14-1.38 x at 2-4 KiB; 1.07-1.48 x at 8-256 B) and above
+# (1.16-1.41 x at 512 KiB and 1 MiB). Before the engine it lost every cell below 1 MiB.
+DIRECT_FLOOR = 8 << 10
+DIRECT_CEILING = 256 << 10
 
-# (topology, largest call in bytes (block x processes) or None, smallest block or None, algorithm)
-# topology: "single-node"; "multi-node"; "multi-node spare" (no machine of the job crowded);
-# "any". The hierarchical shm_direct and pap_shm_direct are never chosen: they lost to
-# pap_direct and to MPI at every cell measured (above); force them by name.
+# Smallest block of pap_direct where no machine of the job runs more processes than it has
+# cores (16 cores, 4 emulated nodes of 4, before the engine: 1.13, 1.00, 0.76, 0.85 x MPI at
+# 1 MiB and MIF 1, 32, 128, 512). Crowded, MPI wins there (above).
+SPARE_FLOOR = 1 << 20
+
+# (topology, largest call in bytes (block x processes) or None, blocks (smallest, largest;
+# None: unbounded), algorithm). topology: "single-node"; "multi-node"; "multi-node spare" (no
+# machine of the job crowded); "any". The hierarchical shm_direct and pap_shm_direct are never
+# chosen: they lost to pap_direct and to MPI at every cell measured; force them by name.
 TABLE = [
-    ("single-node", SHM_LIMIT, None, "shm_pap"),
-    ("single-node", None, None, "cma_pap"),
-    ("single-node", None, None, "shm_pap"),
-    ("multi-node spare", None, DIRECT_FLOOR, "pap_direct"),
-    ("any", None, None, "mpi"),
+    ("single-node", SHM_LIMIT, (None, None), "shm_pap"),
+    ("single-node", None, (None, None), "cma_pap"),
+    ("single-node", None, (None, None), "shm_pap"),
+    ("multi-node", None, (DIRECT_FLOOR, DIRECT_CEILING), "pap_direct"),
+    ("multi-node spare", None, (SPARE_FLOOR, None), "pap_direct"),
+    ("any", None, (None, None), "mpi"),
 ]
 
 
@@ -53,8 +57,9 @@ def kinds(topology):
 
 def choose(ctx, block):
     matching = kinds(ctx.topology)
-    for where, limit, floor, name in TABLE:
+    for where, limit, (floor, ceiling), name in TABLE:
         if where in matching and (limit is None or block * ctx.size <= limit) \
-                and (floor is None or block >= floor) and lookup(name).unsupported(ctx) is None:
+                and (floor is None or block >= floor) and (ceiling is None or block <= ceiling) \
+                and lookup(name).unsupported(ctx) is None:
             return name
     return "mpi"
