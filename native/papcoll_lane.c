@@ -79,6 +79,59 @@ static int exchange_piece(const struct pc_exchange *x, const char *src, char *ds
     }
 }
 
+/* A call's buffers (args: lane, sendbuf, recvbuf), every lane's shape rules in one place: 1
+ * when the lane (*lane, a struct that starts with its struct pc_lane) is armed and the buffers
+ * have its shape -- r held, and s too unless sendbuf is MPI.IN_PLACE (*in_place; then s is r)
+ * --; 0 to decline, nothing held; -1 with a Python error set. */
+static int take(PyObject *const *args, Py_ssize_t nargs, const char *usage, void **lane_out,
+                Py_buffer *s, Py_buffer *r, int *in_place)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, usage);
+        return -1;
+    }
+    const struct pc_lane *lane = PyLong_AsVoidPtr(args[0]);
+    if (lane == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    if (!lane->armed)
+        return 0;
+    *in_place = in_place_marker != NULL && args[1] == in_place_marker;
+    PyObject *send_data = *in_place ? NULL : data_of(lane, args[1]);
+    PyObject *recv_data = data_of(lane, args[2]);
+    if (recv_data == NULL || (send_data == NULL && !*in_place))
+        return 0;
+    if (PyObject_GetBuffer(recv_data, r, PyBUF_WRITABLE | PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (*in_place) {
+        *s = *r;
+    } else if (PyObject_GetBuffer(send_data, s, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
+        PyErr_Clear();
+        PyBuffer_Release(r);
+        return 0;
+    }
+    const char *send = s->buf, *recv = r->buf;
+    if (shape_matches(lane, r) && (*in_place || (shape_matches(lane, s) &&
+                                                 (send + s->len <= recv || recv + r->len <= send)))) {
+        *lane_out = (void *)lane;
+        return 1;
+    }
+    if (!*in_place)
+        PyBuffer_Release(s);
+    PyBuffer_Release(r);
+    return 0;
+}
+
+/* What an entry point returns after take() held the buffers: they are released. */
+static PyObject *done(Py_buffer *s, Py_buffer *r, int in_place, long result)
+{
+    if (!in_place)
+        PyBuffer_Release(s);
+    PyBuffer_Release(r);
+    return PyErr_Occurred() ? NULL : PyLong_FromLong(result);
+}
+
 /* lane_alltoall(lane, sendbuf, recvbuf) -> 1 done, 0 declined (nothing touched),
  * -ETIMEDOUT (the lane's timeout passed; x->pending marks the missing processes) or -EPROTO
  * (a process's call differs: x->failed).
@@ -86,53 +139,26 @@ static int exchange_piece(const struct pc_exchange *x, const char *src, char *ds
  * plain, or [buf, datatype] specs, as the lane was armed. */
 static PyObject *lane_alltoall(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
+    struct pc_lane *lane;
     (void)module;
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "lane_alltoall(lane, sendbuf, recvbuf)");
-        return NULL;
-    }
-    struct pc_lane *lane = PyLong_AsVoidPtr(args[0]);
-    if (lane == NULL)
-        return PyErr_Occurred() ? NULL : PyLong_FromLong(0);
-    if (!lane->armed)
-        return PyLong_FromLong(0);
-    int in_place = in_place_marker != NULL && args[1] == in_place_marker;
-    PyObject *send_data = in_place ? NULL : data_of(lane, args[1]), *recv_data = data_of(lane, args[2]);
-    if (recv_data == NULL || (send_data == NULL && !in_place))
-        return PyLong_FromLong(0);
     Py_buffer s, r;
-    if (PyObject_GetBuffer(recv_data, &r, PyBUF_WRITABLE | PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
-        PyErr_Clear();
-        return PyLong_FromLong(0);
-    }
-    if (in_place) {
-        s = r;
-    } else if (PyObject_GetBuffer(send_data, &s, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
-        PyErr_Clear();
-        PyBuffer_Release(&r);
-        return PyLong_FromLong(0);
-    }
-    const char *send = s.buf, *recv = r.buf;
-    long result = 0;
-    if (shape_matches(lane, &r) && (in_place || (shape_matches(lane, &s) &&
-                                                 (send + s.len <= recv || recv + r.len <= send)))) {
-        const struct pc_exchange *x = lane->x;
-        size_t block = (size_t)lane->nbytes / x->n;
-        int64_t deadline = pc_now_ns() + lane->timeout_ns;
-        int rc = 0;
-        size_t offset = 0;
-        do /* at least one piece: a call of empty blocks still meets its peers */
-            rc = exchange_piece(x, send + offset, (char *)r.buf + offset, block,
-                                block - offset < x->slot ? block - offset : x->slot,
-                                ++*lane->epoch, lane->sig, lane->start, deadline,
-                                lane->slice_ns);
-        while (rc == 0 && (offset += x->slot) < block);
-        result = rc == 0 ? 1 : rc;
-    }
-    if (!in_place)
-        PyBuffer_Release(&s);
-    PyBuffer_Release(&r);
-    return PyErr_Occurred() ? NULL : PyLong_FromLong(result);
+    int in_place, taken = take(args, nargs, "lane_alltoall(lane, sendbuf, recvbuf)",
+                               (void **)&lane, &s, &r, &in_place);
+    if (taken <= 0)
+        return taken < 0 ? NULL : PyLong_FromLong(0);
+    const char *send = s.buf;
+    const struct pc_exchange *x = lane->x;
+    size_t block = (size_t)lane->nbytes / x->n;
+    int64_t deadline = pc_now_ns() + lane->timeout_ns;
+    int rc = 0;
+    size_t offset = 0;
+    do /* at least one piece: a call of empty blocks still meets its peers */
+        rc = exchange_piece(x, send + offset, (char *)r.buf + offset, block,
+                            block - offset < x->slot ? block - offset : x->slot,
+                            ++*lane->epoch, lane->sig, lane->start, deadline,
+                            lane->slice_ns);
+    while (rc == 0 && (offset += x->slot) < block);
+    return done(&s, &r, in_place, rc == 0 ? 1 : rc);
 }
 
 /* xlane_alltoall(xlane, sendbuf, recvbuf): a copy-based PAP Direct call of the armed shape
@@ -143,72 +169,44 @@ static PyObject *lane_alltoall(PyObject *module, PyObject *const *args, Py_ssize
  * mine for them may still be read. */
 static PyObject *xlane_alltoall(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
+    struct pc_xlane *xl;
     (void)module;
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "xlane_alltoall(xlane, sendbuf, recvbuf)");
-        return NULL;
-    }
-    struct pc_xlane *xl = PyLong_AsVoidPtr(args[0]);
-    if (xl == NULL)
-        return PyErr_Occurred() ? NULL : PyLong_FromLong(0);
-    const struct pc_lane *lane = &xl->lane;
-    if (!lane->armed)
-        return PyLong_FromLong(0);
-    int in_place = in_place_marker != NULL && args[1] == in_place_marker;
-    PyObject *send_data = in_place ? NULL : data_of(lane, args[1]), *recv_data = data_of(lane, args[2]);
-    if (recv_data == NULL || (send_data == NULL && !in_place))
-        return PyLong_FromLong(0);
     Py_buffer s, r;
-    if (PyObject_GetBuffer(recv_data, &r, PyBUF_WRITABLE | PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
-        PyErr_Clear();
-        return PyLong_FromLong(0);
-    }
-    if (in_place) {
-        s = r;
-    } else if (PyObject_GetBuffer(send_data, &s, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
-        PyErr_Clear();
-        PyBuffer_Release(&r);
-        return PyLong_FromLong(0);
-    }
+    int in_place, taken = take(args, nargs, "xlane_alltoall(xlane, sendbuf, recvbuf)",
+                               (void **)&xl, &s, &r, &in_place);
+    if (taken <= 0)
+        return taken < 0 ? NULL : PyLong_FromLong(0);
+    const struct pc_lane *lane = &xl->lane;
     const char *send = s.buf;
     char *recv = r.buf;
-    long result = 0;
-    if (shape_matches(lane, &r) && (in_place || (shape_matches(lane, &s) &&
-                                                 (send + s.len <= recv || recv + r.len <= send)))) {
-        uint64_t epoch = ++*lane->epoch;
-        struct pc_xcall *c = xl->calls[epoch % 2];
-        size_t n = c->x->n, me = c->x->me, block = (size_t)lane->nbytes / n;
-        uint64_t word = ((epoch & PC_SEQ_MASK) << 40) | ((uint64_t)c->code << 32) |
-                        (uint32_t)block;
-        uint64_t *expected = (uint64_t *)c->expected;   /* the lane's own array */
-        for (size_t q = 0; q < n; q++) {
-            expected[q] = word;
-            c->unsent[q] = c->waiting[q] = q != me;
-        }
-        c->epoch = epoch;
-        c->adverts = *xl->adverts;
-        c->out = recv;
-        c->next = 1;
-        c->advertised = 0;
-        c->nevents = 0;
-        c->failed_in = 0;
-        if (in_place) {
-            memcpy(xl->spare, recv, (size_t)lane->nbytes);
-            c->src = xl->spare;
-        } else {
-            c->src = send;
-            memcpy(recv + me * block, send + me * block, block);
-        }
-        int rc;
-        Py_BEGIN_ALLOW_THREADS
-        rc = pc_xcall_run(c, lane->slice_ns);
-        Py_END_ALLOW_THREADS
-        result = rc;
+    uint64_t epoch = ++*lane->epoch;
+    struct pc_xcall *c = xl->calls[epoch % 2];
+    size_t n = c->x->n, me = c->x->me, block = (size_t)lane->nbytes / n;
+    uint64_t word = ((epoch & PC_SEQ_MASK) << 40) | ((uint64_t)c->code << 32) | (uint32_t)block;
+    uint64_t *expected = (uint64_t *)c->expected;   /* the lane's own array */
+    for (size_t q = 0; q < n; q++) {
+        expected[q] = word;
+        c->unsent[q] = c->waiting[q] = q != me;
     }
-    if (!in_place)
-        PyBuffer_Release(&s);
-    PyBuffer_Release(&r);
-    return PyLong_FromLong(result);
+    c->epoch = epoch;
+    c->adverts = *xl->adverts;
+    c->out = recv;
+    c->next = 1;
+    c->advertised = 0;
+    c->nevents = 0;
+    c->failed_in = 0;
+    if (in_place) {
+        memcpy(xl->spare, recv, (size_t)lane->nbytes);
+        c->src = xl->spare;
+    } else {
+        c->src = send;
+        memcpy(recv + me * block, send + me * block, block);
+    }
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = pc_xcall_run(c, lane->slice_ns);
+    Py_END_ALLOW_THREADS
+    return done(&s, &r, in_place, rc);
 }
 
 /* mlane_alltoall(mlane, sendbuf, recvbuf): a call of the armed shape handed straight to the
@@ -216,48 +214,19 @@ static PyObject *xlane_alltoall(PyObject *module, PyObject *const *args, Py_ssiz
  * does: 1 done, 0 declined (nothing touched), or -(the MPI error code). */
 static PyObject *mlane_alltoall(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
+    struct pc_mlane *ml;
     (void)module;
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "mlane_alltoall(mlane, sendbuf, recvbuf)");
-        return NULL;
-    }
-    struct pc_mlane *ml = PyLong_AsVoidPtr(args[0]);
-    if (ml == NULL)
-        return PyErr_Occurred() ? NULL : PyLong_FromLong(0);
-    const struct pc_lane *lane = &ml->lane;
-    if (!lane->armed)
-        return PyLong_FromLong(0);
-    int in_place = in_place_marker != NULL && args[1] == in_place_marker;
-    PyObject *send_data = in_place ? NULL : data_of(lane, args[1]), *recv_data = data_of(lane, args[2]);
-    if (recv_data == NULL || (send_data == NULL && !in_place))
-        return PyLong_FromLong(0);
     Py_buffer s, r;
-    if (PyObject_GetBuffer(recv_data, &r, PyBUF_WRITABLE | PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
-        PyErr_Clear();
-        return PyLong_FromLong(0);
-    }
-    if (in_place) {
-        s = r;
-    } else if (PyObject_GetBuffer(send_data, &s, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
-        PyErr_Clear();
-        PyBuffer_Release(&r);
-        return PyLong_FromLong(0);
-    }
-    const char *send = s.buf, *recv = r.buf;
-    long result = 0;
-    if (shape_matches(lane, &r) && (in_place || (shape_matches(lane, &s) &&
-                                                 (send + s.len <= recv || recv + r.len <= send)))) {
-        int count = (int)(lane->nbytes / ml->n), rc;
-        const void *from = in_place ? (const void *)ml->in_place : send;
-        Py_BEGIN_ALLOW_THREADS
-        rc = ml->alltoall(from, count, ml->byte, r.buf, count, ml->byte, ml->comm);
-        Py_END_ALLOW_THREADS
-        result = rc ? -(long)rc : 1;
-    }
-    if (!in_place)
-        PyBuffer_Release(&s);
-    PyBuffer_Release(&r);
-    return PyLong_FromLong(result);
+    int in_place, taken = take(args, nargs, "mlane_alltoall(mlane, sendbuf, recvbuf)",
+                               (void **)&ml, &s, &r, &in_place);
+    if (taken <= 0)
+        return taken < 0 ? NULL : PyLong_FromLong(0);
+    int count = (int)(ml->lane.nbytes / ml->n), rc;
+    const void *from = in_place ? (const void *)ml->in_place : s.buf;
+    Py_BEGIN_ALLOW_THREADS
+    rc = ml->alltoall(from, count, ml->byte, r.buf, count, ml->byte, ml->comm);
+    Py_END_ALLOW_THREADS
+    return done(&s, &r, in_place, rc ? -(long)rc : 1);
 }
 
 /* set_in_place(obj): the object that stands for MPI_IN_PLACE as sendbuf. */

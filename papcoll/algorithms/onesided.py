@@ -58,6 +58,12 @@ ZERO_COPY = (xport.ZCOPY, xport.STEP)
 EVENTS = ("seen", "sent", "received", "received")     # the engine's, by kind (PC_SEEN...)
 
 
+def _counter(name):
+    """A property over the ctypes counter ``name`` of the instance."""
+    return property(lambda self: getattr(self, name).value,
+                    lambda self, value: setattr(getattr(self, name), "value", value))
+
+
 class Exchange:
     """PAP Direct among the processes of ``transport`` (ranks ``ranks[i]`` in the user's
     communicator), for ``algo`` (its signatures, its errors, its Communicator's trace).
@@ -72,21 +78,8 @@ class Exchange:
         self.advert_counter = ctypes.c_uint64(0)  # them too
         self.calls = {}
 
-    @property
-    def epoch(self):
-        return self.counter.value
-
-    @epoch.setter
-    def epoch(self, value):
-        self.counter.value = value
-
-    @property
-    def adverts(self):
-        return self.advert_counter.value
-
-    @adverts.setter
-    def adverts(self, value):
-        self.advert_counter.value = value
+    epoch = _counter("counter")
+    adverts = _counter("advert_counter")
 
     def begin(self, sig):
         """A call of signature ``sig`` begins: its deadline and sequence number."""
