@@ -260,6 +260,7 @@ int pc_xcall_run(struct pc_xcall *c, int64_t timeout_ns)
             return rc;
         }
     }
-    rc = pc_xport_complete(x, b.deadline - pc_now_ns() > 0 ? b.deadline - pc_now_ns() : 0);
+    int64_t left = b.deadline - pc_now_ns();
+    rc = pc_xport_complete(x, left > 0 ? left : 0);
     return rc < 0 ? rc : 1;
 }

@@ -14,7 +14,7 @@
  * 23 bits), in network byte order; the receive completion (after the data is placed) gives the
  * length; the board is this process's memory, updated by pc_xport_poll. MPI RMA: the data, a
  * flush of its window at the target, then a put of the notice word into the boards' window
- * (which is the board): the flush orders data before notice.
+ * (which is the board), once the data is complete there (struct pc_mpi).
  */
 #ifndef PAPCOLL_XPORT_H
 #define PAPCOLL_XPORT_H
@@ -49,25 +49,42 @@ struct pc_vpeer {
 
 /* The MPI library's functions papcoll calls here (found in the loaded library by Python),
  * handles passed as integers (MPICH's are ints, Open MPI's pointers: both fit). */
-typedef int (*pc_mpi_put_fn)(const void *, int, intptr_t, int, intptr_t, int, intptr_t,
-                             intptr_t);
+typedef int (*pc_mpi_rput_fn)(const void *, int, intptr_t, int, intptr_t, int, intptr_t,
+                              intptr_t, void *);
+typedef int (*pc_mpi_test_fn)(void *, int *, void *);
 typedef int (*pc_mpi_win_rank_fn)(int, intptr_t);
 typedef int (*pc_mpi_win_fn)(intptr_t);
 typedef int (*pc_mpi_iprobe_fn)(int, int, intptr_t, int *, void *);
 
+#define PC_MPI_REQS 8   /* requests in flight per peer: a call makes at most 4 (advert, its
+                         * notice, data, its notice), and completes them before it returns */
+#define PC_IN_WIN 1     /* the windows a peer's data went to since its last notice */
+#define PC_IN_INBOX 2
+#define PC_IN_DYN 4
+
+/* Every put is request-based (MPI_Rput) and its request is tested, never waited for: a
+ * blocking flush waits on the target's progress, which a dead, stopped or departed peer never
+ * makes. A notice is put once the requests of the data before it have completed and a flush
+ * of those windows at that target -- with nothing left in flight to it, a flush waits for
+ * nobody -- has ordered the data first. */
 struct pc_mpi {
-    pc_mpi_put_fn put;
-    pc_mpi_win_rank_fn flush, flush_local;
-    pc_mpi_win_fn flush_all, flush_local_all, sync;
+    pc_mpi_rput_fn rput;
+    pc_mpi_test_fn test;
+    pc_mpi_win_rank_fn flush;
+    pc_mpi_win_fn flush_local_all, sync;
     pc_mpi_iprobe_fn iprobe;
     intptr_t win, inbox_win, dyn, comm, byte, uint64;
     int any_source, any_tag;
     size_t adverts_at, inbox_at; /* displacements in win (inbox: in inbox_win) */
-    uint64_t *queued;            /* n: the notice word queued for each peer, 0 if none */
-    uint64_t *notices;           /* n: the source of the last notice put to each peer: it may
-                                  * be rewritten once a flush of win has completed that put */
-    uint64_t *notice_at;         /* n: where in win each queued notice goes */
-    int dirty_win, dirty_inbox, dirty_dyn; /* data put there and not flushed yet */
+    size_t req_size;             /* sizeof(MPI_Request) in this MPI */
+    unsigned char *reqs;         /* n x PC_MPI_REQS requests, req_size bytes each */
+    uint8_t *active;             /* n x PC_MPI_REQS: that request is in flight */
+    uint8_t *dirty;              /* n: PC_IN_* windows with data to that peer, not flushed */
+    uint64_t *queued;            /* [kind][n]: the notice word queued for each peer, 0 if none */
+    uint64_t *notices;           /* [kind][n]: the source of each notice put, untouched until
+                                  * its request completes (one notice of a kind per call) */
+    uint64_t *notice_at;         /* [kind][n]: where in win each queued notice goes */
+    size_t in_flight;            /* requests active, all peers */
     unsigned char status[64];    /* room for an MPI_Status */
 };
 
@@ -84,6 +101,8 @@ struct pc_xport {
     const uint32_t *qp_order;    /* indices of peers by ascending qp_num (completions) */
     /* mpi */
     struct pc_mpi mpi;
+    /* n: the inbox bytes each peer exposed (puts beyond are refused: -EMSGSIZE) */
+    const uint64_t *inbox_bytes;
     /* the last failure: the peer, the completion status and vendor error (or MPI error) */
     size_t failed_peer;
     int failed_status, failed_vendor;
@@ -93,14 +112,14 @@ struct pc_xport {
  * dest (PC_TO_*: offset in the area, or remote address + key), with a notice if kind >= 0
  * (seq, code). signal: a verbs completion is wanted for this write (the last of a call to
  * this peer): earlier unsignalled ones are retired with it. MPI: the data is put now, its
- * notice queued until pc_xport_flush -- so that one flush per window serves every put of a
- * pass. Returns 0 or -errno (-EIO: failed_* say why). */
+ * notice queued until pc_xport_flush finds the data complete. Returns 0 or -errno (-EIO:
+ * failed_* say why; -EMSGSIZE: the peer's inbox is smaller, failed_peer). */
 int pc_xport_put(struct pc_xport *x, size_t peer, int dest, uint64_t offset, uint32_t rkey,
                  const void *src, size_t len, uint32_t lkey, int kind, uint64_t seq,
                  uint32_t code, int signal);
 
-/* MPI: complete the data of the puts made since the last flush at their targets (one flush
- * per window that has some), then put their queued notices. verbs: nothing to do. */
+/* MPI: put every queued notice whose data is complete at its target (never waits). verbs:
+ * nothing to do. 0 or -EIO. */
 int pc_xport_flush(struct pc_xport *x);
 
 /* Update the boards: reap receive completions (verbs, re-posting their receive requests) and
@@ -109,7 +128,8 @@ int pc_xport_flush(struct pc_xport *x);
 int pc_xport_poll(struct pc_xport *x);
 
 /* My puts are done with their sources, and my notices visible at their targets: 0, or
- * -ETIMEDOUT after timeout_ns (verbs: writes still unretired; failed_peer one of them), -EIO. */
+ * -ETIMEDOUT after timeout_ns (writes or notices still in flight; failed_peer one of their
+ * targets), -EIO. */
 int pc_xport_complete(struct pc_xport *x, int64_t timeout_ns);
 
 /* Post n receive requests for notices from peer (at set-up). 0 or -EIO. */

@@ -45,8 +45,8 @@ import numpy as np
 
 from .. import rendezvous, signature
 from ..buffers import Message
-from ..errors import PapcollTimeoutError
-from ..native import EPROTO, ETIMEDOUT, xport
+from ..errors import MismatchError, PapcollTimeoutError
+from ..native import EMSGSIZE, EPROTO, ETIMEDOUT, xport
 from ..native.lib import address
 from ..progress import CHECK_EVERY, Deadline
 from ..transport import open_transport
@@ -114,7 +114,12 @@ class Exchange:
         c.expected[:] = notice_word(self.epoch, c.s.code, block)
         c.s.src, c.s.lkey = address(send.data), self.transport.source_key(send.data)
         c.s.out = address(recv.data) if scheme == xport.COPY else None
-        self.drive(c, "waiting for data" if scheme == xport.COPY else "waiting for peers")
+        try:
+            self.drive(c, "waiting for data" if scheme == xport.COPY else "waiting for peers")
+        except BaseException:
+            if scheme != xport.COPY:          # advertised: peers may still write into it
+                self.transport.pin(recv.data)
+            raise
         self.transport.end_call()
 
     def prepare(self, scheme, block, slot, bank=None):
@@ -152,12 +157,9 @@ class Exchange:
         """Finish the call a fast lane left (rc: its engine's), or raise its error."""
         c = lane.calls[self.epoch % 2]
         self.sig, self.deadline = lane.s.lane.sig, Deadline(self.algo.ctx.timeout)
-        if rc == ETIMEDOUT:
-            self.drive(c, "waiting for data")
-        elif rc == EPROTO:
-            raise self.disagreement(c.s)
-        else:
-            self.transport.failed(rc, "waiting for data")
+        if rc != ETIMEDOUT:
+            self.failure(c, rc, "waiting for data")
+        self.drive(c, "waiting for data")
 
     def drive(self, c, what, gate=None):
         """Run the engine in slices under the call's deadline, checking between slices that
@@ -172,12 +174,8 @@ class Exchange:
                 self.replay(c, gate)
             if rc == 1:
                 return
-            if rc == EPROTO:
-                if c.s.failed_in == xport.IN_GATE:
-                    raise gate.mismatch(c.s.failed_peer)
-                raise self.disagreement(c.s)
             if rc != ETIMEDOUT:
-                self.transport.failed(rc, what)
+                self.failure(c, rc, what, gate)
             if gate is not None and not gate.s.open:
                 gate.still_coming()
                 continue
@@ -190,6 +188,16 @@ class Exchange:
             rendezvous.elsewhere(comm, still, int, f"{describe(self.sig)} ({what})",
                                  lambda rank: self.arrived(ranks.index(rank),
                                                            c.s.scheme in ZERO_COPY))
+
+    def failure(self, c, rc, what, gate=None):
+        """Raise the error of the engine's call ``c`` that ended with ``rc``."""
+        if rc == EPROTO:
+            if c.s.failed_in == xport.IN_GATE:
+                raise gate.mismatch(c.s.failed_peer)
+            raise self.disagreement(c.s)
+        if rc == EMSGSIZE:
+            raise self.too_small(self.transport.native.s.failed_peer)
+        self.transport.failed(rc, what)
 
     def arrived(self, peer, zero_copy):
         """Whether ``peer``'s arrival signal for this call is here (its data, or in a
@@ -209,7 +217,17 @@ class Exchange:
             return [(self.rank + c.s.next) % self.size]
         if c.s.scheme == xport.ZCOPY and c.unsent.any():
             return np.flatnonzero(c.unsent).tolist()
-        return np.flatnonzero(c.waiting).tolist()
+        if c.waiting.any():
+            return np.flatnonzero(c.waiting).tolist()
+        return [self.transport.native.s.failed_peer]   # my writes to it are not complete
+
+    def too_small(self, peer):
+        """A write that would not fit the inbox ``peer`` exposed: its set-up was for calls
+        that differ from mine (the engine refused to write)."""
+        rank = self.ranks[peer]
+        return MismatchError(f"calls disagree: rank {rank}'s inbox is too small for "
+                             f"{describe(self.sig)}, called by rank {self.ranks[self.rank]}; "
+                             f"every rank must choose the same algorithm", [rank])
 
     def disagreement(self, s):
         peer, word = s.failed_peer, s.failed_word
@@ -233,7 +251,7 @@ class OneSidedAlgorithm(Algorithm):
     def __init__(self, ctx):
         super().__init__(ctx)
         transport = open_transport(ctx.comm, self.inbox_bytes(ctx.size),
-                                   Deadline(ctx.timeout))
+                                   Deadline(ctx.timeout), owner=self.name)
         self.exchange = Exchange(self, transport, range(ctx.size))
 
     def inbox_bytes(self, size):

@@ -134,6 +134,7 @@ class PapDirectCopy(PapDirect):
             self.slot = recv.block
             self.exchange = Exchange(self, open_transport(self.ctx.comm,
                                                           self.inbox_bytes(self.ctx.size),
-                                                          deadline), range(self.ctx.size))
+                                                          deadline, owner=self.name),
+                                     range(self.ctx.size))
             self.exchange.epoch, self.exchange.adverts = old.epoch, old.adverts
         self.copy_based(send, recv)

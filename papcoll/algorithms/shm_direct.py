@@ -134,7 +134,7 @@ class ShmDirect(IntraNodeAlgorithm):
             self.comm = ctx.comm.Split(0 if self.master else MPI.UNDEFINED, ctx.rank)
             if self.master:
                 self.exchange = Exchange(self, open_transport(self.comm, self.inbound, deadline,
-                                                              self.masters),
+                                                              self.masters, self.name),
                                          self.masters, traced=[list(r) for r in self.nodes])
         except BaseException:
             self.close(collective=False)

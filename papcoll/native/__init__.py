@@ -8,11 +8,11 @@
 from .cma import allow_ptrace_any, cma_probe, drop_ptrace_any, cma_read, cma_readv, cma_write, cma_writev
 from .flags import (SPIN, Flags, flag_load, flag_store, ready_ge, set_spin, wait_any_ge, wait_ge,
                     wait_ready_ge)
-from .lib import EPROTO, ETIMEDOUT, IOV_MAX, lane_alltoall, now_ns
+from .lib import EMSGSIZE, EPROTO, ETIMEDOUT, IOV_MAX, lane_alltoall, now_ns
 from .loops import (POST_ADDR, POST_SIG, CopyList, Lane, ListLoops, PeerLoops, SegmentLoops,
                     SignatureMismatch, buffer_address, post_word)
 
-__all__ = ["EPROTO", "ETIMEDOUT", "IOV_MAX", "POST_ADDR", "POST_SIG", "SPIN", "CopyList",
+__all__ = ["EMSGSIZE", "EPROTO", "ETIMEDOUT", "IOV_MAX", "POST_ADDR", "POST_SIG", "SPIN", "CopyList",
            "Flags", "Lane", "ListLoops", "PeerLoops", "SegmentLoops", "SignatureMismatch",
            "allow_ptrace_any", "buffer_address", "cma_probe", "cma_read", "cma_readv",
            "cma_write", "cma_writev", "drop_ptrace_any", "flag_load", "flag_store",

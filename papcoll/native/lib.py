@@ -16,6 +16,7 @@ IOV_MAX = os.sysconf("SC_IOV_MAX")
 ETIMEDOUT = -errno.ETIMEDOUT
 ENOENT = -errno.ENOENT
 EPROTO = -errno.EPROTO
+EMSGSIZE = -errno.EMSGSIZE
 
 
 def _load():

@@ -28,21 +28,25 @@ class VPeer(c.Structure):
                 ("posted", _u32), ("unsignaled", _u32)]
 
 
+MPI_FUNCTIONS = ("rput", "test", "flush", "flush_local_all", "sync", "iprobe")
+MPI_REQS = 8                          # PC_MPI_REQS
+
+
 class Mpi(c.Structure):
-    _fields_ = ([(name, _p) for name in ("put", "flush", "flush_local", "flush_all",
-                                          "flush_local_all", "sync", "iprobe")]
+    _fields_ = ([(name, _p) for name in MPI_FUNCTIONS]
                 + [(name, _iptr) for name in ("win", "inbox_win", "dyn", "comm", "byte",
                                                "uint64")]
                 + [("any_source", _int), ("any_tag", _int), ("adverts_at", _size),
-                   ("inbox_at", _size), ("queued", _p), ("notices", _p), ("notice_at", _p),
-                   ("dirty_win", _int), ("dirty_inbox", _int), ("dirty_dyn", _int),
-                   ("status", c.c_ubyte * 64)])
+                   ("inbox_at", _size), ("req_size", _size), ("reqs", _p), ("active", _p),
+                   ("dirty", _p), ("queued", _p), ("notices", _p), ("notice_at", _p),
+                   ("in_flight", _size), ("status", c.c_ubyte * 64)])
 
 
 class XPortStruct(c.Structure):
     _fields_ = [("kind", _int), ("n", _size), ("me", _size), ("boards", _p), ("peers", _p),
                 ("send_cq", _p), ("recv_cq", _p), ("scratch", _u64), ("scratch_lkey", _u32),
-                ("depth", _u32), ("qp_order", _p), ("mpi", Mpi), ("failed_peer", _size),
+                ("depth", _u32), ("qp_order", _p), ("mpi", Mpi), ("inbox_bytes", _p),
+                ("failed_peer", _size),
                 ("failed_status", _int), ("failed_vendor", _int)]
 
 
@@ -96,10 +100,12 @@ def functions(library, names):
 class XPort:
     """A struct pc_xport and the arrays it points to (kept alive here)."""
 
-    def __init__(self, kind, n, me, boards):
-        self.s = XPortStruct(kind=kind, n=n, me=me, boards=address(boards))
+    def __init__(self, kind, n, me, boards, inbox_bytes):
+        inbox_bytes = np.ascontiguousarray(inbox_bytes, np.uint64)
+        self.s = XPortStruct(kind=kind, n=n, me=me, boards=address(boards),
+                             inbox_bytes=address(inbox_bytes))
         self.ptr = c.pointer(self.s)
-        self.keep = [boards]
+        self.keep = [boards, inbox_bytes]
 
     def hold(self, *arrays):
         self.keep.extend(arrays)

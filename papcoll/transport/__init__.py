@@ -48,7 +48,8 @@ def transport_class():
     return TRANSPORTS[choose()]
 
 
-def open_transport(comm, inbox, deadline, names=None):
+def open_transport(comm, inbox, deadline, names=None, owner=""):
     """Collective, bounded by ``deadline``: set up the chosen transport over ``comm`` with an
-    inbox of ``inbox`` bytes, or over the caller's memory ``inbox`` (see base.Transport)."""
-    return transport_class()(comm, inbox, deadline, names)
+    inbox of ``inbox`` bytes, or over the caller's memory ``inbox``, for algorithm ``owner``
+    (see base.Transport)."""
+    return transport_class()(comm, inbox, deadline, names, owner)

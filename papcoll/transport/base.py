@@ -34,6 +34,8 @@ its ADVERTS records), ``inline`` (the largest source that needs no registration)
 """
 import struct
 
+from .. import rendezvous
+
 ADVERT, DATA = 0, 1
 KINDS = 2
 ADVERTS, INBOX = "adverts", "inbox"
@@ -42,6 +44,13 @@ SEQ_MASK = (1 << SEQ_BITS) - 1
 DESCRIPTOR = struct.Struct("<QQI4x")          # exposed buffer: address, bytes, rkey
 ADVERT_RECORD = struct.Struct("<QQI4xQQ")     # descriptor, then the call's epoch and signature
 ADVERT_BYTES = ADVERT_RECORD.size
+_kept = []     # memory a broken call exposed, which a late peer's write may still reach
+
+
+def keep(memory):
+    """Hold ``memory`` (an object owning memory peers may write into) until the process ends:
+    after a broken call a late peer can still write, and nothing bounds when."""
+    _kept.append(memory)
 
 
 def notice_word(seq, code, length):
@@ -72,14 +81,23 @@ class Transport:
         """A one-line description of whether this transport can be used here, and on what."""
         raise NotImplementedError
 
-    def __init__(self, comm, inbox, deadline, names=None):
+    def __init__(self, comm, inbox, deadline, names=None, owner=""):
         """Collective over ``comm``, bounded by ``deadline``. ``inbox``: how many bytes of inbox
         to allocate, or a writable C-contiguous uint8 array the caller owns (and keeps alive
         while the transport lives) to expose as the inbox. ``names``: the user's rank of each
-        rank of ``comm`` (errors name those; default: comm's own ranks)."""
+        rank of ``comm`` (errors name those; default: comm's own ranks). ``owner`` names the
+        algorithm in the set-up steps, so ranks setting up different ones meet in a
+        MismatchError rather than in each other's windows."""
         self.comm = comm
         self.rank, self.size = comm.Get_rank(), comm.Get_size()
         self.names = list(range(self.size)) if names is None else list(names)
+        self.owner = f"{owner}: " if owner else ""
+
+    def meet(self, what, value, deadline):
+        """The set-up meeting ``what`` of this transport (rendezvous.exchange): every rank's
+        ``value``, ranks named as the user's."""
+        return rendezvous.exchange(self.comm, self.owner + what, value, deadline,
+                                   ranks=self.names)
 
     def board(self, kind, bank):
         """My notice words of ``kind`` in ``bank``: a live uint64 array, entry q = q's last
@@ -123,6 +141,11 @@ class Transport:
         notices are visible at their targets (before any message I send later); drop the
         registrations made for this call only."""
         raise NotImplementedError
+
+    def pin(self, array):
+        """A call broke with ``array`` (my receive buffer) exposed: peers that read my
+        advertisement may still write into it, so it must stay where they write. verbs needs
+        nothing (a deregistered MR turns a late write into the writer's error)."""
 
     def end_call(self):
         """A call whose puts are complete (the engine completed them) ends: drop the

@@ -4,32 +4,36 @@ Boards, adverts and an allocated inbox live in one window from ``MPI.Win.Allocat
 memory within a node for most MPIs), an inbox the caller supplies in a window created over it;
 exposed receive buffers are attached to a dynamic window by address (so
 MPI holds no reference to them), their descriptor being that address. Both windows stay in a
-passive-target epoch (``Lock_all``) for the transport's life; ``Flush`` completes a put at its
-target, which orders data before notices. A target that only polls its own memory must still
-drive MPI progress (puts to dynamic windows are completed by the target's progress engine), so
-``poll`` calls ``Iprobe``, a local flush (MPICH serves RMA active messages only in RMA
-synchronisation calls) and ``Win_sync``.
+passive-target epoch (``Lock_all``) for the transport's life. A target that only polls its own
+memory must still drive MPI progress (puts to dynamic windows are completed by the target's
+progress engine), so ``poll`` calls ``Iprobe``, a local flush or the tests of its requests
+(MPICH serves RMA active messages only in RMA calls) and ``Win_sync``.
 
 The puts, polls and completions run in C (native/papcoll_xport.c), which calls the MPI library
-mpi4py loaded with these windows' handles: a pass's puts go out, one flush per window that has
-some orders all their data before all their notices, and each notice's source word stays
-untouched until the next flush has completed it (no local flush of its own).
+mpi4py loaded with these windows' handles. **No blocking wait on a peer**: a flush waits for
+its target's progress, which a dead, stopped or departed peer never makes, so every put is an
+``MPI_Rput`` whose request is tested under the call's deadline; a notice goes out once the
+requests of the data before it to that peer have completed and a flush of those windows at
+that peer -- with nothing in flight to it, a flush waits for nobody -- has completed the data
+there. What is left in flight when a call fails stays with MPI.
 
-Creating and freeing windows are blocking collectives: set-up meets every rank first, and a
-close that is not collective (a broken Communicator) detaches the user's buffers -- a late
-peer's put can no longer land in them -- and leaves the windows to MPI until MPI_Finalize.
+Creating and freeing windows are blocking collectives: set-up meets every rank first (its
+steps named after the algorithm, so ranks setting up different ones never share windows). A
+close that is not collective (a broken Communicator) leaves the windows to MPI until
+MPI_Finalize, and the receive buffer of a broken zero-copy call attached and held
+(:meth:`pin`): MPI writes into a dynamic window by address, so a late peer's put would land
+in whatever the program put there next.
 """
 import numpy as np
 from mpi4py import MPI
 
-from .. import rendezvous
 from ..errors import TransportError
 from ..native import xport
-from .base import ADVERT_BYTES, ADVERTS, DESCRIPTOR, INBOX, KINDS, Transport
-from .regcache import RegistrationCache
+from .base import ADVERT_BYTES, ADVERTS, DESCRIPTOR, INBOX, KINDS, Transport, keep
+from .regcache import RegistrationCache, owner
 
-_FUNCTIONS = ("MPI_Put", "MPI_Win_flush", "MPI_Win_flush_local", "MPI_Win_flush_all",
-              "MPI_Win_flush_local_all", "MPI_Win_sync", "MPI_Iprobe")
+_FUNCTIONS = ("MPI_Rput", "MPI_Test", "MPI_Win_flush", "MPI_Win_flush_local_all",
+              "MPI_Win_sync", "MPI_Iprobe")              # in xport.MPI_FUNCTIONS' order
 
 
 class MpiRmaTransport(Transport):
@@ -43,15 +47,17 @@ class MpiRmaTransport(Transport):
     def availability(cls):
         return "available (MPI-3 RMA: shared-memory windows in a node, the MPI's fabric between)"
 
-    def __init__(self, comm, inbox, deadline, names=None):
-        super().__init__(comm, inbox, deadline, names)
+    def __init__(self, comm, inbox, deadline, names=None, owner=""):
+        super().__init__(comm, inbox, deadline, names, owner)
         n = self.size
         self._board_bytes = KINDS * 2 * n * 8
         self._adverts_at = self._board_bytes
         given = not isinstance(inbox, int)
         self._inbox_at = 0 if given else self._adverts_at + n * ADVERT_BYTES
-        self._open = False
-        rendezvous.agree(comm, "mpi-rma windows", deadline)
+        self._open = self._pinned = False
+        inboxes = self.meet("mpi-rma windows", inbox if isinstance(inbox, int) else inbox.nbytes,
+                            deadline)
+        self._inbox_bytes = [inboxes[q] for q in range(n)]
         self.win = MPI.Win.Allocate(self._adverts_at + n * ADVERT_BYTES + (0 if given else inbox),
                                     1, comm=comm)
         self.inbox_win = MPI.Win.Create(inbox, 1, comm=comm) if given else self.win
@@ -66,7 +72,7 @@ class MpiRmaTransport(Transport):
         for win in self._windows:
             win.Lock_all(MPI.MODE_NOCHECK)
         self._open = True
-        rendezvous.agree(comm, "mpi-rma boards zeroed", deadline)   # before anyone puts
+        self.meet("mpi-rma boards zeroed", None, deadline)   # before anyone puts
 
     def board(self, kind, bank):
         return self._boards[kind, bank]
@@ -96,18 +102,22 @@ class MpiRmaTransport(Transport):
     def _native(self, comm):
         """The C half (native/papcoll_xport.c) calls the MPI library mpi4py loaded, with the
         handles of these windows: one C call per put, poll or completion."""
-        x = xport.XPort(xport.PC_MPI, self.size, self.rank, self._boards)
+        x = xport.XPort(xport.PC_MPI, self.size, self.rank, self._boards, self._inbox_bytes)
         m = x.s.mpi
-        for name, fn in zip(("put", "flush", "flush_local", "flush_all", "flush_local_all",
-                             "sync", "iprobe"), xport.functions(xport.mpi_library(), _FUNCTIONS)):
+        for name, fn in zip(xport.MPI_FUNCTIONS,
+                            xport.functions(xport.mpi_library(), _FUNCTIONS)):
             setattr(m, name, fn)
         m.win, m.inbox_win, m.dyn = self.win.handle, self.inbox_win.handle, self.dyn.handle
         m.comm, m.byte, m.uint64 = comm.handle, MPI.BYTE.handle, MPI.UINT64_T.handle
         m.any_source, m.any_tag = MPI.ANY_SOURCE, MPI.ANY_TAG
         m.adverts_at, m.inbox_at = self._adverts_at, self._inbox_at
-        words = np.zeros((3, self.size), np.uint64)       # queued, notices, notice_at
+        words = np.zeros((3, 2 * self.size), np.uint64)   # queued, notices, notice_at
         m.queued, m.notices, m.notice_at = (xport.address(row) for row in words)
-        x.hold(words)
+        m.req_size = MPI._sizeof(MPI.Request)
+        reqs = np.zeros(self.size * xport.MPI_REQS * m.req_size, np.uint8)
+        flags = np.zeros((2, self.size * xport.MPI_REQS), np.uint8)     # active, dirty
+        m.reqs, m.active, m.dirty = xport.address(reqs), *(xport.address(f) for f in flags)
+        x.hold(words, reqs, flags)
         return x
 
     def put(self, peer, dest, offset, data, notice=None):
@@ -143,6 +153,13 @@ class MpiRmaTransport(Transport):
     def end_call(self):
         self.cache.end_call()
 
+    def pin(self, array):
+        # MPI targets a put at a dynamic window by address, attached or not: the buffer is
+        # held (never freed, never detached) until MPI_Finalize.
+        if array.nbytes:
+            keep(owner(array))
+            self._pinned = True
+
     @property
     def advert_area(self):
         return xport.address(self.mem) + self._adverts_at
@@ -166,7 +183,8 @@ class MpiRmaTransport(Transport):
         if not self._open:
             return
         self._open = False
-        self.cache.clear()                        # local: no late put lands in a user buffer
+        if collective or not self._pinned:
+            self.cache.clear()                    # a pinned buffer stays attached
         self._boards = self.mem = self._inbox = None
         if collective:
             for win in self._windows:

@@ -27,7 +27,7 @@ import random
 
 import numpy as np
 
-from .. import config, rendezvous
+from .. import config
 from ..errors import PapcollTimeoutError, TransportError
 from ..native import ETIMEDOUT, xport
 from .base import ADVERT_BYTES, ADVERTS, DESCRIPTOR, INBOX, KINDS, Transport
@@ -108,8 +108,8 @@ class VerbsTransport(Transport):
             return f"unavailable: {err}"
         return f"available: device {name} port {port} GID index {gid}"
 
-    def __init__(self, comm, inbox, deadline, names=None):
-        super().__init__(comm, inbox, deadline, names)
+    def __init__(self, comm, inbox, deadline, names=None, owner=""):
+        super().__init__(comm, inbox, deadline, names, owner)
         self.timeout = deadline.timeout
         self._closed = True
         local = _Local(comm, inbox)         # every rank tries, and all agree before connecting
@@ -117,15 +117,15 @@ class VerbsTransport(Transport):
         try:
             mine = None if local.error else (
                 L.gid_bytes, L.lid, (L.fixed_addr, L.fixed_mr.rkey),
-                (L.inbox.ctypes.data, L.inbox_mr.rkey),
+                (L.inbox.ctypes.data, L.inbox_mr.rkey, L.inbox.nbytes),
                 {peer: (qp.qp_num, L.psns[peer]) for peer, qp in L.qps.items()})
-            info = rendezvous.exchange(comm, "verbs set-up", (local.error, mine), deadline)
+            info = self.meet("verbs set-up", (local.error, mine), deadline)
             failures = [f"rank {r}: {info[r][0]}" for r in sorted(info) if info[r][0]]
             if failures:
                 raise TransportError("verbs transport unavailable: " + "; ".join(failures))
             self._local = local
             self._connect({r: info[r][1] for r in info})
-            rendezvous.agree(comm, "verbs connected", deadline)  # every QP ready before writes
+            self.meet("verbs connected", None, deadline)  # every QP ready before writes
         except BaseException:
             local.close()
             raise
@@ -135,8 +135,6 @@ class VerbsTransport(Transport):
 
     def _connect(self, info):
         L, e, n = self._local, self._local.e, self.size
-        self._remote = {r: {ADVERTS: adverts, INBOX: inbox}
-                        for r, (_, _, adverts, inbox, _) in info.items()}
         for peer, qp in L.qps.items():
             gid_bytes, lid, _, _, theirs = info[peer]
             qpn, psn = theirs[self.rank]
@@ -162,13 +160,14 @@ class VerbsTransport(Transport):
         made, through libibverbs' provider entry points: one C call per put or poll, and the
         engine's calls without Python. Its receive requests are posted there too."""
         L, n = self._local, self.size
-        x = xport.XPort(xport.PC_VERBS, n, self.rank, self._boards)
+        x = xport.XPort(xport.PC_VERBS, n, self.rank, self._boards,
+                        [info[q][3][2] for q in range(n)])
         peers = (xport.VPeer * n)()
         for peer, qp in L.qps.items():
             p = peers[peer]
             p.qp, send_cq, recv_cq = xport.ibv_qp(qp, qp.qp_num)
             p.qp_num = qp.qp_num
-            (p.adverts_addr, p.adverts_rkey), (p.inbox_addr, p.inbox_rkey) = info[peer][2:4]
+            (p.adverts_addr, p.adverts_rkey), (p.inbox_addr, p.inbox_rkey, _) = info[peer][2:4]
         order = np.array(sorted(L.qps, key=lambda q: L.qps[q].qp_num), np.uint32)
         s = x.s
         s.peers, s.qp_order = xport.c.addressof(peers), xport.address(order)
