@@ -51,6 +51,7 @@ from ..node.board import slot_bytes
 from ..node.segment import LINE, Segment
 from ..progress import Deadline
 from ..transport import open_transport
+from ..transport.base import keep
 from .intranode import IntraNodeAlgorithm
 from ..native import xport
 from .onesided import Exchange, _Call
@@ -150,7 +151,10 @@ class ShmDirect(IntraNodeAlgorithm):
             self.comm.Free()
         self.comm = None
         self.plans.clear()
-        self.segment.close()
+        if collective:
+            self.segment.close()
+        else:             # remote masters may still write into it, and MPI still exposes it
+            keep(self.segment)
 
     # ---- the copy lists ----------------------------------------------------------------------
 

@@ -32,6 +32,7 @@ the engine that runs whole calls (native/papcoll_exchange.c): a transport also o
 its ADVERTS records), ``inline`` (the largest source that needs no registration),
 ``source_key(data)`` and ``failed(rc, what)`` (the error of a native call that failed).
 """
+import ctypes
 import struct
 
 from .. import rendezvous
@@ -44,13 +45,14 @@ SEQ_MASK = (1 << SEQ_BITS) - 1
 DESCRIPTOR = struct.Struct("<QQI4x")          # exposed buffer: address, bytes, rkey
 ADVERT_RECORD = struct.Struct("<QQI4xQQ")     # descriptor, then the call's epoch and signature
 ADVERT_BYTES = ADVERT_RECORD.size
-_kept = []     # memory a broken call exposed, which a late peer's write may still reach
 
 
 def keep(memory):
     """Hold ``memory`` (an object owning memory peers may write into) until the process ends:
-    after a broken call a late peer can still write, and nothing bounds when."""
-    _kept.append(memory)
+    after a broken call a late peer can still write, and nothing bounds when -- MPI_Finalize,
+    which runs after the interpreter has dropped its modules, may still deliver such a put.
+    So the reference is one that no shutdown drops (a list would be emptied with its module)."""
+    ctypes.pythonapi.Py_IncRef(ctypes.py_object(memory))
 
 
 def notice_word(seq, code, length):
