@@ -112,3 +112,12 @@ def test_a_process_dying_in_a_hierarchical_phase_is_named_everywhere(run_mpi, na
                        res.stdout)
     assert sorted(found) == ["0", "1", "2"], res.stdout[-4000:]
     assert [n for n in os.listdir(segment.SHM_DIR) if n.startswith(segment.PREFIX)] == []
+
+
+@pytest.mark.parametrize("name", ["shm_direct", "pap_shm_direct"])
+def test_a_frozen_master_is_blamed_by_its_node(run_mpi, name):
+    """Issue F: a master frozen in the masters' phase was not named by its own node's process,
+    which named the other (late, live) master instead."""
+    res = run_mpi(4, "blame.py", name, env={"PAPCOLL_NODE_SIZE": "2", "PAPCOLL_TIMEOUT": "3"},
+                  timeout=120)
+    assert "BLAME OK" in res.stdout, res.stdout[-3000:]

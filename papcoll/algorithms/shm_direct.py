@@ -344,14 +344,19 @@ class _Plan:
                 dst.append(q * block)
                 src.append(inbound + layout.at(k, r) + (t * n + me) * piece)
             first.append(len(dst))
-        if algo.pap:      # one source per node, its flag: blame its master
-            flags, self.blame = native.Flags(algo.done.array[:-1]), algo.masters
+        # Remote blocks reach me through my master, so a wait for them blames it with the
+        # remote masters: whichever of them is alive gives up too, and is then excused and
+        # its own blame followed (rendezvous.blame).
+        mine = [algo.masters[k]]
+        if algo.pap:      # one source per node, its flag
+            flags = native.Flags(algo.done.array[:-1])
+            self.blame = [[algo.masters[r]] + mine for r in range(len(algo.nodes))]
             self.traced = [ranks if r != k else [] for r, ranks in enumerate(algo.nodes)]
             self.all_remote = np.ones(len(algo.nodes), np.uint8)
             self.all_remote[k] = 0
-        else:             # one source, every remote node, the one flag: blame their masters
+        else:             # one source, every remote node, the one flag
             flags, first = native.Flags(algo.done.array[-1:]), [0, len(dst)]
-            self.blame = [[algo.masters[r] for r in algo.remote]]
+            self.blame = [[algo.masters[r] for r in algo.remote] + mine]
             self.all_remote = np.ones(1, np.uint8)
             self.traced = [[q for r in algo.remote for q in algo.nodes[r]]]
         self.remote = native.ListLoops(flags, native.CopyList(first, dst, src, piece,
