@@ -183,7 +183,11 @@ int pc_xcall_run(struct pc_xcall *c, int64_t timeout_ns)
 {
     struct pc_xport *x = c->x;
     size_t n = x->n, me = x->me;
-    int rc;
+    struct pc_backoff b;
+    int rc = pc_backoff_begin(&b, timeout_ns);
+    if (rc < 0)
+        return rc;
+    x->deadline = b.deadline;
     if ((c->scheme == PC_ZCOPY || c->scheme == PC_STEP) && !c->advertised) {
         for (size_t k = 1; k < n; k++) {  /* unsignalled: the data write follows */
             rc = pc_xport_put(x, (me + k) % n, PC_TO_ADVERTS, me * PC_ADVERT_BYTES, 0,
@@ -194,10 +198,6 @@ int pc_xcall_run(struct pc_xcall *c, int64_t timeout_ns)
         }
         c->advertised = 1;
     }
-    struct pc_backoff b;
-    rc = pc_backoff_begin(&b, timeout_ns);
-    if (rc < 0)
-        return rc;
     for (;;) {
         int progressed = 0;
         int open = gate_open(c);

@@ -135,6 +135,10 @@ static int verbs_put(struct pc_xport *x, size_t peer, int dest, uint64_t offset,
         int rc = pc_xport_poll(x);
         if (rc < 0)
             return rc;
+        if (p->posted + 1 > x->depth && pc_now_ns() >= x->deadline) {
+            x->failed_peer = peer;
+            return -ETIMEDOUT;
+        }
     }
     if (signal)
         wr.send_flags |= PCV_SIGNALED;

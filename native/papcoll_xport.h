@@ -103,6 +103,9 @@ struct pc_xport {
     struct pc_mpi mpi;
     /* n: the inbox bytes each peer exposed (puts beyond are refused: -EMSGSIZE) */
     const uint64_t *inbox_bytes;
+    /* CLOCK_MONOTONIC ns after which a put waiting for room in a full send queue gives up
+     * (-ETIMEDOUT): the engine sets its call's deadline; 0: no wait at all */
+    int64_t deadline;
     /* the last failure: the peer, the completion status and vendor error (or MPI error) */
     size_t failed_peer;
     int failed_status, failed_vendor;

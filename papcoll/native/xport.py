@@ -46,7 +46,7 @@ class XPortStruct(c.Structure):
     _fields_ = [("kind", _int), ("n", _size), ("me", _size), ("boards", _p), ("peers", _p),
                 ("send_cq", _p), ("recv_cq", _p), ("scratch", _u64), ("scratch_lkey", _u32),
                 ("depth", _u32), ("qp_order", _p), ("mpi", Mpi), ("inbox_bytes", _p),
-                ("failed_peer", _size),
+                ("deadline", c.c_int64), ("failed_peer", _size),
                 ("failed_status", _int), ("failed_vendor", _int)]
 
 

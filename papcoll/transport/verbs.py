@@ -29,7 +29,7 @@ import numpy as np
 
 from .. import config
 from ..errors import PapcollTimeoutError, TransportError
-from ..native import ETIMEDOUT, xport
+from ..native import ETIMEDOUT, now_ns, xport
 from .base import ADVERT_BYTES, ADVERTS, DESCRIPTOR, INBOX, KINDS, Transport
 from .regcache import RegistrationCache, owner
 
@@ -219,6 +219,7 @@ class VerbsTransport(Transport):
                 raise TransportError(f"put of {data.nbytes} bytes at {offset} overruns rank "
                                      f"{self.names[peer]}'s exposed buffer of {nbytes} bytes")
             where, offset = xport.TO_EXPOSED, address + offset
+        self.native.s.deadline = now_ns() + int(self.timeout * 1e9)   # a full send queue
         self._check(self.native.put(peer, where, offset, rkey, xport.address(data), data.nbytes,
                                     self.source_key(data), notice), "RDMA write")
 
