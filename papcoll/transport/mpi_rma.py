@@ -27,8 +27,8 @@ in whatever the program put there next.
 import numpy as np
 from mpi4py import MPI
 
-from ..errors import TransportError
-from ..native import xport
+from ..errors import PapcollTimeoutError, TransportError
+from ..native import ETIMEDOUT, xport
 from .base import ADVERT_BYTES, ADVERTS, DESCRIPTOR, INBOX, KINDS, Transport, keep
 from .regcache import RegistrationCache, owner
 
@@ -49,6 +49,7 @@ class MpiRmaTransport(Transport):
 
     def __init__(self, comm, inbox, deadline, names=None, owner=""):
         super().__init__(comm, inbox, deadline, names, owner)
+        self.timeout = deadline.timeout
         n = self.size
         self._board_bytes = KINDS * 2 * n * 8
         self._adverts_at = self._board_bytes
@@ -133,21 +134,21 @@ class MpiRmaTransport(Transport):
             where, offset = xport.TO_EXPOSED, address + offset
         self._check(self.native.put(peer, where, offset, rkey, xport.address(data),
                                     data.nbytes, 0, notice), "a put")
-        if notice is not None:
-            self._check(self.native.flush(), "a put")
+        if notice is not None:      # one notice of a kind in flight per peer: send it now
+            self._check(self.native.complete(int(self.timeout * 1e9)), "a put")
 
     def put_all(self, peers, dest, offset, data, notice):
-        for peer in peers:      # the notices wait for one flush of all the data (C)
+        for peer in peers:
             self._check(self.native.put(peer, xport.TO_ADVERTS if dest is ADVERTS else
                                         xport.TO_INBOX, offset, 0, xport.address(data),
                                         data.nbytes, 0, notice), "a put")
-        self._check(self.native.flush(), "a put")
+        self._check(self.native.complete(int(self.timeout * 1e9)), "a put")
 
     def poll(self):
         self._check(self.native.poll(), "polling")
 
     def complete(self):
-        self._check(self.native.complete(0), "completing puts")
+        self._check(self.native.complete(int(self.timeout * 1e9)), "completing puts")
         self.end_call()
 
     def end_call(self):
@@ -175,6 +176,9 @@ class MpiRmaTransport(Transport):
 
     def failed(self, rc, what):
         s = self.native.s
+        if rc == ETIMEDOUT:
+            raise PapcollTimeoutError(f"mpi-rma: {what}", [self.names[s.failed_peer]],
+                                      self.timeout)
         peer = f"rank {self.names[s.failed_peer]}" if s.failed_peer < self.size else "MPI"
         raise TransportError(f"mpi-rma: {what} failed ({peer}: MPI error {s.failed_status}, "
                              f"{rc})")
