@@ -5,12 +5,13 @@
 """
 from .algorithms import REGISTRY as algorithms
 from .api import Alltoall, Communicator, _at_finalize
-from .errors import (AlgorithmError, BufferSpecError, CommunicatorStateError, ConfigError,
-                     MismatchError, PapcollError, PapcollTimeoutError, TransportError)
+from .errors import (AlgorithmError, BufferSpecError, CommunicatorError, CommunicatorStateError,
+                     ConfigError, MismatchError, PapcollError, PapcollTimeoutError,
+                     TransportError)
 
 __version__ = "0.1.0"
 __all__ = ["Alltoall", "Communicator", "algorithms", "PapcollError", "BufferSpecError",
            "MismatchError", "ConfigError", "AlgorithmError", "TransportError",
-           "CommunicatorStateError", "PapcollTimeoutError"]
+           "CommunicatorError", "CommunicatorStateError", "PapcollTimeoutError"]
 
 _at_finalize()

@@ -4,24 +4,32 @@ import weakref
 
 from mpi4py import MPI
 
-from . import context
+from . import config, context
 from .algorithms import AUTO, policy
 from .algorithms.registry import check
 from .buffers import parse_alltoall
-from .errors import CommunicatorStateError, PapcollError
+from .errors import CommunicatorError, CommunicatorStateError
 
 _IN_USE = ("this papcoll.Communicator is in use by another thread: calls on one Communicator "
            "must not overlap (use one Communicator per thread)")
+_FINALIZED = "MPI is finalized: papcoll.Communicators are closed, and no new one can be made"
 
 
 def _check(comm):
     """papcoll's own check of the communicator, before mpi4py's (whose TypeError says less)."""
+    _alive()
     if comm == MPI.COMM_NULL:
-        raise PapcollError("papcoll.Communicator needs an MPI intracommunicator, got "
-                           "MPI.COMM_NULL")
+        raise CommunicatorError("papcoll.Communicator needs an MPI intracommunicator, got "
+                                "MPI.COMM_NULL")
     if not isinstance(comm, MPI.Intracomm):
         kind = "an inter-communicator" if isinstance(comm, MPI.Intercomm) else type(comm).__name__
-        raise PapcollError(f"papcoll.Communicator needs an MPI intracommunicator, got {kind}")
+        raise CommunicatorError(f"papcoll.Communicator needs an MPI intracommunicator, got {kind}")
+
+
+def _alive():
+    """Raise once MPI is finalized: any MPI call now would abort the process."""
+    if MPI.Is_finalized():
+        raise CommunicatorStateError(_FINALIZED)
 
 
 class Communicator(MPI.Intracomm):
@@ -34,6 +42,12 @@ class Communicator(MPI.Intracomm):
     context.py). With ``trace=True`` (or ``PAPCOLL_TRACE=1``) each call's serving order and
     phases are kept in ``traces``, with ``trace="phases"`` its phases alone (see trace.py). One
     thread at a time may use a Communicator.
+
+    ``Dup``, ``Dup_with_info``, ``Clone``, ``Split``, ``Split_type``, ``Create`` and
+    ``Create_group`` return papcoll.Communicators, set up inside the call (collective, as the
+    MPI call is), or MPI.COMM_NULL where MPI gives no communicator; the caller owns both the
+    new MPI communicator (``Free``) and its papcoll state (``close``). Everything else that
+    makes a communicator returns MPI's own object (see README "Use").
     """
 
     def __new__(cls, comm=MPI.COMM_WORLD, *, trace=False):
@@ -42,21 +56,68 @@ class Communicator(MPI.Intracomm):
 
     def __init__(self, comm=MPI.COMM_WORLD, *, trace=False):
         _check(comm)
+        self._trace = trace                 # derived Communicators trace as this one does
         ctx = self._ctx = context.Context(MPI.Intracomm(comm), trace)
         weakref.finalize(self, context.drop, ctx).atexit = False
+
+    # ---- communicators made from this one: MPI's call, then papcoll's set-up ----------------
+
+    def _derived(self, make, *args, **kwargs):
+        """``make(*args, **kwargs)``'s new intracommunicator (mpi4py gives Dup's result our
+        type, not set up, and Split's a plain Intracomm) as a Communicator set up now: every
+        rank is in the MPI call, so the set-up is too. COMM_NULL stays MPI's."""
+        _alive()
+        new = make(*args, **kwargs)
+        if new == MPI.COMM_NULL:
+            return MPI.COMM_NULL
+        if not isinstance(new, Communicator):
+            new = Communicator.__new__(Communicator, new)
+        Communicator.__init__(new, new, trace=getattr(self, "_trace", False))
+        return new
+
+    def Dup(self, info=None):
+        return self._derived(super().Dup, info)
+
+    def Dup_with_info(self, info):
+        return self._derived(super().Dup_with_info, info)
+
+    def Clone(self):
+        return self._derived(super().Clone)
+
+    def Split(self, color=0, key=0):
+        return self._derived(super().Split, color, key)
+
+    def Split_type(self, *args, **kwargs):
+        return self._derived(super().Split_type, *args, **kwargs)
+
+    def Create(self, group):
+        return self._derived(super().Create, group)
+
+    def Create_group(self, *args, **kwargs):
+        return self._derived(super().Create_group, *args, **kwargs)
+
+    def Idup(self, info=None):
+        """MPI's nonblocking Dup, as a plain MPI.Intracomm: papcoll's set-up cannot happen in
+        a nonblocking call; make a Communicator of it once the request is complete."""
+        new, request = super().Idup(info)
+        return MPI.Intracomm(new), request
+
+    def Idup_with_info(self, info):
+        new, request = super().Idup_with_info(info)
+        return MPI.Intracomm(new), request
 
     def __enter__(self):
         return self
 
     def __exit__(self, kind, error, traceback):
         ctx = getattr(self, "_ctx", None)
-        if error is not None and ctx and ctx.broken is None:   # the other ranks will not come
-            ctx.fail(error)                                    # to close: release locally
+        if error is not None and ctx and not ctx.closed and ctx.broken is None:
+            ctx.fail(error)        # the other ranks will not come to close: release locally
         self.close()
 
     def close(self):
         ctx = getattr(self, "_ctx", None)
-        if ctx is None or ctx is False:
+        if ctx is None:
             return
         if not ctx.lock.acquire(blocking=False):
             raise CommunicatorStateError(_IN_USE)
@@ -68,13 +129,16 @@ class Communicator(MPI.Intracomm):
 
     @property
     def traces(self):
-        """The recorded calls (a deque of dicts), or None when tracing is off."""
-        calls = getattr(self._context(), "trace", None)
-        return getattr(calls, "calls", None)
+        """The recorded calls (a deque of dicts), or None when tracing is off or this
+        Communicator is closed. Never collective, like every property."""
+        trace = getattr(getattr(self, "_ctx", None), "trace", None)
+        return getattr(trace, "calls", None)
 
     @property
     def closed(self):
-        return getattr(self, "_ctx", None) is None
+        """True once closed (also by MPI_Finalize), or if never set up."""
+        ctx = getattr(self, "_ctx", None)
+        return ctx is None or ctx.closed
 
     def Alltoall(self, sendbuf, recvbuf, *, algorithm=None):
         """Like ``MPI.Comm.Alltoall``: send block i of ``sendbuf`` to rank i, receive block j of
@@ -119,12 +183,15 @@ class Communicator(MPI.Intracomm):
         ctx.algorithm_class(name)      # an unknown or impossible one: an error, nothing broken
         ctx.calls += 1
         ctx.trace.begin(name, ctx.calls)
+        token = config.adopt(ctx.settings)   # config.* give the settings agreed at creation
         try:
             algo = ctx.algorithm(name)     # set-up is collective (and bounded)
             algo.alltoall(send, recv)
         except BaseException as err:       # peers may still write into our memory or wait for
             ctx.fail(err)                  # ours: never reuse this Communicator
             raise
+        finally:
+            config.restore(token)
         ctx.trace.end()
         # The same algorithm= and the same buffer shape take the same route: the lane's. A call
         # that arms none leaves the last one, whose shape still routes there.
@@ -134,10 +201,12 @@ class Communicator(MPI.Intracomm):
 
     def _context(self):
         ctx = getattr(self, "_ctx", False)
-        if ctx is False:   # made by Dup/Split/... of a Communicator: set up now (we are collective)
-            self.__init__(self)
-            ctx = self._ctx
-        if ctx is None:
+        if ctx is None or ctx is False or ctx.closed:
+            _alive()
+            if ctx is False:
+                raise CommunicatorStateError(
+                    "this papcoll.Communicator was never set up (made by copying one, or by "
+                    "mpi4py without papcoll): make one with papcoll.Communicator(comm)")
             raise CommunicatorStateError("this papcoll.Communicator is closed")
         if ctx.broken is not None:
             raise CommunicatorStateError(

@@ -2,7 +2,15 @@
 
 Each is checked against its allowed range here; a bad value is a :class:`ConfigError` naming
 the variable, its value and the range, never a failure somewhere later.
+
+**Settings that change the wire** (``WIRE``) must be the same on every rank of a Communicator:
+ranks that disagree on them would lay out, address or choose their exchanges differently, and
+copy wrong bytes without any error. A Communicator's creation meeting agrees them (context.py),
+and from then on papcoll reads them from that agreement, never from the environment again:
+while papcoll works on a Communicator (:func:`adopt`), these functions return the
+agreed values for those names, whatever the environment says now.
 """
+import contextvars
 import json
 import math
 import os
@@ -15,9 +23,62 @@ MAX_COPY_THRESHOLD = 64 << 20     # bytes: an inbox holds 2 banks of N slots of 
 MAX_THROTTLE = 1024
 
 
-def _env(name):
+# The settings whose values decide what goes on the wire: the forced algorithm, the emulated
+# node size (topology: who gathers for whom, slot and piece sizes), the transport (its set-up
+# steps and its default copy threshold), the copy threshold (pap_direct's slots and scheme).
+# Not agreed: PAPCOLL_TIMEOUT, PAPCOLL_TRACE and PAPCOLL_CMA_MODEL (local waits, local records,
+# how many peers read one process at a time: the same bytes either way), nor PAPCOLL_IB_*
+# (which local device, port and GID this process uses: ranks on different machines may
+# rightly differ, and the verbs set-up exchanges every process's address anyway).
+WIRE = ("PAPCOLL_ALGORITHM", "PAPCOLL_NODE_SIZE", "PAPCOLL_TRANSPORT", "PAPCOLL_COPY_THRESHOLD")
+_agreed = contextvars.ContextVar("papcoll_agreed", default=None)   # {name: raw value}
+
+
+def _raw(name):
     value = os.environ.get(name, "").strip()
     return value or None
+
+
+def _env(name):
+    agreed = _agreed.get()
+    if agreed is not None and name in agreed:
+        return agreed[name]
+    return _raw(name)
+
+
+def wire():
+    """This process's raw values (stripped strings, None when unset) of the ``WIRE`` settings,
+    from the environment: what a Communicator's creation meeting compares."""
+    return {name: _raw(name) for name in WIRE}
+
+
+def disagreement(values):
+    """``values``: each rank's :func:`wire` (a dict by rank). The ConfigError naming every WIRE
+    setting that differs between ranks, with the ranks and their values, or None."""
+    lines = []
+    for name in WIRE:
+        seen = {}
+        for rank in sorted(values):
+            seen.setdefault(values[rank].get(name), []).append(rank)
+        if len(seen) > 1:
+            lines.append(f"{name} differs between ranks: " + ", ".join(
+                f"rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks))}: "
+                f"{'unset' if value is None else repr(value)}" for value, ranks in seen.items()))
+    if not lines:
+        return None
+    return ConfigError("; ".join(lines) + " (settings that change what goes on the wire must "
+                       "be the same on every rank of a Communicator)")
+
+
+def adopt(values):
+    """From now until :func:`restore` (given what this returns), in this thread: the WIRE
+    settings read as ``values`` (a :func:`wire` dict that every rank agreed on), not as the
+    environment says. (A bare ContextVar: this runs on every full-path call.)"""
+    return _agreed.set(values)
+
+
+def restore(token):
+    _agreed.reset(token)
 
 
 def _integer(name, raw, low, high):

@@ -1,9 +1,10 @@
 """What papcoll keeps per communicator (a :class:`Context`), and how Contexts end.
 
 Making a Context is collective and bounded (rendezvous.py): a private duplicate of the
-communicator (MPI_Comm_idup), one meeting of all its ranks, the topology, and the node board
-with its CMA check. Every later collective step -- an algorithm's set-up, ``close`` -- meets
-first too.
+communicator (MPI_Comm_idup), one meeting of all its ranks -- which also compares their
+settings that change the wire (config.WIRE): ranks that differ get a ConfigError naming them,
+all of them --, the topology, and the node board with its CMA check. Every later collective
+step -- an algorithm's set-up, ``close`` -- meets first too.
 
 **Ending.** ``close()`` meets every rank ("close"), then frees what is collective (MPI windows,
 the private communicator) in the same order everywhere. A *broken* Context (a call ended in the
@@ -44,11 +45,12 @@ _dropped = {}     # token -> Context, not closed, its Communicator gone
 
 class Context:
     """Collective over ``comm``: papcoll's private duplicate of it, the settings, the topology,
-    the node board, and the algorithms built so far."""
+    the node board, and the algorithms built so far. ``settings``: the wire settings its ranks
+    agreed on at creation (config.WIRE); papcoll's code runs under
+    ``config.adopt(ctx.settings)``, so that config.* give them."""
 
     def __init__(self, comm, trace=False):
         self.timeout = config.timeout()
-        self.forced = forced_algorithm()
         self.trace = (Trace(events=trace != "phases") if trace or config.trace()
                       else NoTrace())
         self.lock = threading.Lock()      # one call at a time: see Communicator.Alltoall
@@ -64,17 +66,40 @@ class Context:
         try:
             met = rendezvous.exchange(self.comm, "papcoll.Communicator",
                                       ((MPI.COMM_WORLD.Get_rank(), next(_made)),
-                                       _droppable(set(self.processes))), deadline)
+                                       _droppable(set(self.processes)), config.wire()),
+                                      deadline)
             self.token = met[0][0]
-            _sweep([dropped for _, dropped in met.values()])
-            self.topology = topology.discover(self.comm, deadline)
+            _sweep([dropped for _, dropped, _ in met.values()])
+            self.settings = self.agree({rank: wire for rank, (_, _, wire) in met.items()})
+            self.topology = topology.discover(self.comm, deadline, self.node_size)
             if self.size > 1:
                 self.node = NodeBoard(self.comm, self.topology.local, deadline)
                 self.cma = CmaNode(self.node, self.comm, deadline, self.timeout)
         except BaseException:
-            self.release(collective=False)
+            if not self.closed:
+                self.release(collective=False)
             raise
         _open[self.token] = self
+
+    def agree(self, wire):
+        """The wire settings every rank read (``wire``: each rank's config.wire()), checked.
+        Every rank has the same ``wire``, so a disagreement or a bad value raises the same
+        ConfigError on every rank, at the same step: the private communicator is freed."""
+        try:
+            error = config.disagreement(wire)
+            if error is not None:
+                raise error
+            token = config.adopt(wire[self.rank])
+            try:
+                self.forced = forced_algorithm()
+                self.node_size = config.node_size()
+                config.copy_threshold()       # its range now; pap_direct checks the inbox
+            finally:
+                config.restore(token)
+        except ConfigError:
+            self.release(collective=True)
+            raise
+        return wire[self.rank]
 
     def algorithm_class(self, name):
         """The class of algorithm ``name``, or AlgorithmError if it cannot run here (the same

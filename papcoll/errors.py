@@ -34,8 +34,13 @@ class TransportError(PapcollError, OSError):
     """A transport (verbs, MPI RMA, shared memory, CMA) failed or is unavailable."""
 
 
+class CommunicatorError(PapcollError, TypeError):
+    """A communicator papcoll cannot work on: MPI.COMM_NULL, or not an intracommunicator."""
+
+
 class CommunicatorStateError(PapcollError, RuntimeError):
-    """The Communicator is closed, broken by an earlier error, or in use by another thread."""
+    """The Communicator is closed, broken by an earlier error, in use by another thread, or MPI
+    is finalized."""
 
 
 class PapcollTimeoutError(PapcollError, TimeoutError):

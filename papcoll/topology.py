@@ -52,10 +52,14 @@ class Topology:
         return max(len(n) for n in self.nodes)
 
 
-def discover(comm, deadline, node_size=None):
-    """Collective over ``comm``, bounded by ``deadline``: its Topology (``node_size`` overrides
-    PAPCOLL_NODE_SIZE)."""
-    node_size = node_size or config.node_size()
+FROM_ENV = "PAPCOLL_NODE_SIZE"
+
+
+def discover(comm, deadline, node_size=FROM_ENV):
+    """Collective over ``comm``, bounded by ``deadline``: its Topology, with emulated nodes of
+    ``node_size`` ranks (None: real nodes; by default PAPCOLL_NODE_SIZE's)."""
+    if node_size == FROM_ENV:
+        node_size = config.node_size()
     rank, size = comm.Get_rank(), comm.Get_size()
     rendezvous.agree(comm, "topology", deadline)
     machine = comm.Split_type(MPI.COMM_TYPE_SHARED, rank)     # everyone is here: see rendezvous

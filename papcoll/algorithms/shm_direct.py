@@ -150,7 +150,7 @@ class ShmDirect(IntraNodeAlgorithm):
         if collective and self.comm not in (None, MPI.COMM_NULL):
             self.comm.Free()
         self.comm = None
-        self.plans.clear()
+        self.plans = {}           # (not .clear(): a failed __init__ closes before it made them)
         if collective:
             self.segment.close()
         else:             # remote masters may still write into it, and MPI still exposes it

@@ -42,7 +42,7 @@ with papcoll.Communicator(world, trace=True) as pc:
     assert "unknown algorithm 'nope'" in raises(papcoll.AlgorithmError, pc.Alltoall, send, recv,
                                                 algorithm="nope")
     assert "bytes per peer" in raises(papcoll.BufferSpecError, pc.Alltoall, send, recv[:-size])
-    dup = pc.Dup()                                  # a Communicator made by MPI: set up on use
+    dup = pc.Dup()                                  # a Communicator, set up by Dup itself
     dup.Alltoall(send, recv)
     assert np.array_equal(recv, want) and type(dup) is papcoll.Communicator
     dup.close()
