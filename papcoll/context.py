@@ -60,23 +60,28 @@ class Context:
         self.node = self.cma = None
         self.closed = False
         self.comm = rendezvous.dup(comm, self.timeout)
+        rendezvous.watch(self.comm)
         self.rank, self.size = self.comm.Get_rank(), self.comm.Get_size()
         self.processes = _world_ranks(self.comm)
         deadline = Deadline(self.timeout)
         try:
             met = rendezvous.exchange(self.comm, "papcoll.Communicator",
                                       ((MPI.COMM_WORLD.Get_rank(), next(_made)),
-                                       _droppable(set(self.processes)), config.wire()),
-                                      deadline)
+                                       _droppable(set(self.processes)), config.wire(),
+                                       MPI.Get_processor_name()), deadline)
             self.token = met[0][0]
-            _sweep([dropped for _, dropped, _ in met.values()])
-            self.settings = self.agree({rank: wire for rank, (_, _, wire) in met.items()})
+            far = [q for q, value in met.items() if value[3] != met[self.rank][3]]
+            rendezvous.locate(self.comm, far)     # processes on other hosts (see give_up)
+            _sweep([value[1] for value in met.values()])
+            self.settings = self.agree({rank: value[2] for rank, value in met.items()})
             self.topology = topology.discover(self.comm, deadline, self.node_size)
             if self.size > 1:
                 self.node = NodeBoard(self.comm, self.topology.local, deadline)
+                rendezvous.locate(self.comm, far, self.node)
                 self.cma = CmaNode(self.node, self.comm, deadline, self.timeout)
-        except BaseException:
-            if not self.closed:
+        except BaseException as err:
+            if not self.closed:               # the others may be waiting for me: say why not
+                rendezvous.give_up(self.comm, err)
                 self.release(collective=False)
             raise
         _open[self.token] = self
@@ -122,10 +127,7 @@ class Context:
         """An error left a call unfinished: peers are in an unknown state. Never reuse this
         Context, and tell the others that this process gave up on it."""
         self.broken = error
-        topo = getattr(self, "topology", None)
-        rendezvous.give_up(self.comm, error, () if topo is None else topo.other_machines)
-        if self.node is not None:
-            self.node.give_up()
+        rendezvous.give_up(self.comm, error)
 
     def close(self):
         """Collective (bounded) unless broken; safe twice. Ranks that gave up are not waited

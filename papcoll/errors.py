@@ -31,7 +31,13 @@ class AlgorithmError(PapcollError, ValueError):
 
 
 class TransportError(PapcollError, OSError):
-    """A transport (verbs, MPI RMA, shared memory, CMA) failed or is unavailable."""
+    """A transport (verbs, MPI RMA, shared memory, CMA) failed or is unavailable. ``ranks``:
+    the user's ranks of the peers a failure concerns, where known (a CMA read of a process
+    that died, a write a peer refused)."""
+
+    def __init__(self, *args, ranks=()):
+        super().__init__(*args)
+        self.ranks = sorted(ranks)
 
 
 class CommunicatorError(PapcollError, TypeError):

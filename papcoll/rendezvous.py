@@ -1,35 +1,77 @@
-"""Bounded collectives for set-up and close: every collective papcoll makes ends within
-PAPCOLL_TIMEOUT, or raises an error that names the ranks.
+"""Bounded collectives for set-up and close, and who is to blame when a wait ends: every
+collective papcoll makes ends within PAPCOLL_TIMEOUT, or raises an error that names the ranks.
 
-MPI's collectives wait forever for a rank that never comes, and creating a communicator or a
-window has no nonblocking form. So papcoll first meets the processes concerned point to point
-on its private communicator: :func:`exchange` sends each of them this rank's value, tagged with
-the name of the step, and receives theirs, polling under the one deadline. A process that has
-not arrived by the deadline is named in a :class:`PapcollTimeoutError`; one that arrived at
-another step (another algorithm's set-up, say) is named, with both steps, in a
-:class:`MismatchError`. Only once everyone is known to be there does papcoll call a blocking MPI
-constructor or destructor (``Split``, ``Win_allocate``, ``Win_free``): the one interval nothing
-can bound is a process dying between the meeting and that call (README: "What cannot be
-bounded").
+**Meetings.** MPI's collectives wait forever for a rank that never comes, and creating a
+communicator or a window has no nonblocking form. So papcoll first meets the processes
+concerned point to point on its private communicator (:func:`exchange`), polling under the one
+deadline, in two rounds: each sends every other its value, tagged with the name of the step;
+once it has all of theirs, each confirms to every other, and the meeting ends when all have
+confirmed. A process that has not come by the deadline is named in a
+:class:`PapcollTimeoutError`; one that came to another step (another algorithm's set-up, say)
+is named, with both steps, in a :class:`MismatchError`. The second round is what lets a
+process that comes after the others gave up stay out of the MPI call that follows: their
+values are still in its queue, but no confirmation will come. Only once everyone has confirmed
+does papcoll call a blocking MPI constructor or destructor (``Split``, ``Win_allocate``,
+``Win_free``): a process confirms only with every value in hand, so once one has every
+confirmation, the others' are on their way to everyone. What is left unbounded is a process
+dying between its confirmation and that MPI call (README: "What cannot be bounded").
 
-Messages between a pair arrive in the order they were sent (MPI's non-overtaking rule), so
-consecutive meetings, of all ranks or of a node's, never take each other's messages.
+Messages between a pair on one tag arrive in the order they were sent (MPI's non-overtaking
+rule), so consecutive meetings, of all ranks or of a node's, never take each other's messages.
 
-A process whose Communicator broke (an error left a call unfinished) says so to every other
-one with :func:`give_up`, a message of its own tag sent without waiting. Meetings and timeout
-errors then know it: a meeting that tolerates it ("close") goes on without that process, any
-other ends at once, and a timeout names it as having given up rather than as missing.
+**Giving up.** A process whose call cannot finish (a deadline, a disagreement, Ctrl-C) gives
+up on the Communicator for good (:func:`give_up`): one message to every other process, and a
+flag on the node board for those of its node (registered with :func:`watch`: visible at once,
+whether or not the sender still drives MPI). The message says why, and whom it was waiting
+for. At a deadline a process gives up *before* it decides whom to blame (:func:`timed_out`),
+then looks for a moment at the ranks it awaited: those also waiting for somebody give up at
+their own deadline, about the same time, and are then excused and their own waits followed,
+rank to rank, until the ranks that gave no sign are found -- the dead, the stopped, the late.
 """
 import time
 
 from .errors import MismatchError, PapcollTimeoutError
 from .progress import Backoff, Deadline
 
-TAG = 0x5A9C        # on papcoll's private communicator only: never matches the user's messages
-GAVE_UP = TAG + 1   # "my Communicator broke": see give_up
-_abandoned = []     # sends still in flight when a meeting failed: their buffers must stay alive
-_gave_up = {}       # communicator handle -> {rank: (why, ranks it missed)}, as messages came
-_untold = {}        # communicator handle -> (why, ranks): a give-up not yet sent to those ranks
+TAG = 0x5A9C          # on papcoll's private communicator only: never matches the user's messages
+GAVE_UP = TAG + 1     # "my Communicator broke": see give_up
+CONFIRM = TAG + 2     # a meeting's second round
+_abandoned = []       # sends not complete yet: their buffers must stay alive
+_peers = {}           # communicator handle -> _Peers
+
+
+class _Peers:
+    """What this process knows of the others on one communicator: who gave up (``gave``:
+    rank -> (why, whom it awaited)), whether it gave up itself (``told``) and what it kept
+    for close (``untold``), the ranks on other machines (``far``; None: not known yet), and
+    the node board whose flags carry give-ups inside a node (``board``)."""
+
+    def __init__(self):
+        self.gave, self.told, self.untold = {}, False, None
+        self.far, self.board = None, None
+
+
+def _of(comm):
+    return _peers.setdefault(comm.handle, _Peers())
+
+
+def watch(comm):
+    """``comm`` is a new Context's: give-ups travel on it (whatever a freed communicator that
+    had the same handle left is forgotten)."""
+    _peers[comm.handle] = _Peers()
+
+
+def locate(comm, far, board=None):
+    """Where ``comm``'s processes are: ``far``, the ranks on other machines (until this is
+    called, every awaited rank counts as far); ``board``, my node's board, with ``give_up()``
+    and ``gave_up_ranks(ranks)``."""
+    peers = _of(comm)
+    peers.far, peers.board = frozenset(far), board
+
+
+def forget(comm):
+    """``comm`` is about to be freed: drop what was learnt of it."""
+    _peers.pop(comm.handle, None)
 
 
 def exchange(comm, what, value, deadline, members=None, ranks=None, without_gave_up=False):
@@ -44,75 +86,158 @@ def exchange(comm, what, value, deadline, members=None, ranks=None, without_gave
     me = comm.Get_rank()
     others = [q for q in (range(comm.Get_size()) if members is None else members) if q != me]
     user = (lambda q: q) if ranks is None else ranks.__getitem__
-    sends = {q: comm.isend((what, value), dest=q, tag=TAG) for q in others}
-    unprobed, receiving, got = list(others), {}, {me: value}
+    sends = [comm.isend((what, value), dest=q, tag=TAG) for q in others]
+    stage = dict.fromkeys(others, TAG)      # the message awaited from each: value, confirmation
+    receiving, got, confirmed = {}, {me: value}, False
     backoff = Backoff()
     try:
-        while unprobed or receiving or sends:
+        while stage:
             progressed = False
-            for q in list(unprobed):
-                if gave_up(comm, [q]):            # before its messages: they may be stale
-                    if not without_gave_up:
-                        raise not_coming(comm, what, [q], unprobed + list(receiving), user)
-                else:
-                    message = comm.improbe(source=q, tag=TAG)
+            for q, tag in list(stage.items()):
+                if q not in receiving:
+                    if gave_up(comm, [q]):        # before its messages: they may be stale
+                        if not without_gave_up:
+                            raise not_coming(comm, what, [q], list(stage), user)
+                        del stage[q]
+                        got.pop(q, None)
+                        progressed = True
+                        continue
+                    message = comm.improbe(source=q, tag=tag)
                     if message is None:
                         continue
                     receiving[q] = message.irecv()
-                unprobed.remove(q)
+                done, payload = receiving[q].test()
+                if not done:
+                    continue
+                del receiving[q]
+                their_what, their_value = payload
+                if their_what != what:
+                    raise MismatchError(
+                        f"rank {user(q)} is at {their_what!r} while rank {user(me)} is at "
+                        f"{what!r}: every rank must make the same papcoll calls in the same "
+                        f"order", [user(q)])
+                if tag == TAG:
+                    got[q], stage[q] = their_value, CONFIRM
+                else:
+                    del stage[q]
                 progressed = True
-            for q, request in list(receiving.items()):
-                done, payload = request.test()
-                if done:
-                    del receiving[q]
-                    their_what, got[q] = payload
-                    if their_what != what:
-                        raise MismatchError(
-                            f"rank {user(q)} is at {their_what!r} while rank {user(me)} is at "
-                            f"{what!r}: every rank must make the same papcoll calls in the same "
-                            f"order", [user(q)])
-                    progressed = True
-            for q, request in list(sends.items()):
-                done = request.Test()
-                if done or (without_gave_up and gave_up(comm, [q])):
-                    if not done:                  # never to be received: keep its buffer
-                        _abandoned.append(request)
-                    del sends[q]
-                    progressed = True
+            if not confirmed and TAG not in stage.values():     # every value is here
+                sends += [comm.isend((what, None), dest=q, tag=CONFIRM) for q in got if q != me]
+                confirmed = progressed = True
             if progressed:
                 backoff.reset()
             elif deadline.expired():
-                late = sorted(set(unprobed) | set(receiving)) or sorted(sends)
-                raise PapcollTimeoutError(what, [user(q) for q in late], deadline.timeout,
-                                          [user(q) for q in gave_up(comm, late)])
+                raise timed_out(comm, what, sorted(stage), deadline.timeout, user)
             else:
                 backoff.pause()
-    except BaseException:
-        _abandoned.extend(sends.values())
-        raise
+    finally:              # the sends complete as their receivers take them, or never
+        _keep(sends)
     return got
 
 
-def give_up(comm, error, far=()):
+def _keep(requests):
+    """Keep the buffers of ``requests`` (sends) alive until they complete."""
+    _abandoned[:] = [r for r in _abandoned if not r.Test()]
+    _abandoned.extend(r for r in requests if not r.Test())
+
+
+def agree(comm, what, deadline, members=None, ranks=None, without_gave_up=False):
+    """Return once every member has reached step ``what`` -- or, ``without_gave_up``, given
+    up --: the members that reached it (see :func:`exchange`)."""
+    return list(exchange(comm, what, None, deadline, members, ranks, without_gave_up))
+
+
+def give_up(comm, error, awaited=None):
     """Tell every other process of ``comm`` that this one gave up on it because of ``error``
-    (its type and text, and the ranks it found missing, if any), without waiting for anyone.
-    Missing ranks among ``far`` (those on other machines) hear of it only at close
-    (:func:`tell_missing`): they may be dead, and a message to a dead process on another host
-    can crash the MPI library (MPICH does) before this process has reported its error."""
+    (its type and text) while waiting for ``awaited`` (default: the ranks the error names),
+    without waiting for anyone; only the first give-up on a communicator is sent. Awaited
+    ranks on other machines hear of it only at close (:func:`tell_missing`): they may be dead,
+    and a message to a dead process on another host can crash the MPI library (MPICH does)
+    before this process has reported its error."""
+    peers = _of(comm)
+    if peers.board is not None:
+        peers.board.give_up()
+    if peers.told:
+        return
+    peers.told = True
+    if awaited is None:
+        awaited = [*(getattr(error, "missing", None) or ()), *getattr(error, "gave_up", ()),
+                   *getattr(error, "ranks", ())]
+    why = (f"{type(error).__name__}: {error}", sorted(set(awaited)))
     me = comm.Get_rank()
-    missing = list(getattr(error, "missing", None) or ())
-    why = (f"{type(error).__name__}: {error}", missing)
-    later = [q for q in missing if q in far]
-    _abandoned.extend(comm.isend(why, dest=q, tag=GAVE_UP)
-                      for q in range(comm.Get_size()) if q != me and q not in later)
+    later = [q for q in awaited if peers.far is None or q in peers.far]
+    _keep([comm.isend(why, dest=q, tag=GAVE_UP)
+           for q in range(comm.Get_size()) if q != me and q not in later])
     if later:
-        _untold[comm.handle] = (why, later)
+        peers.untold = (why, sorted(set(later) - {me}))
 
 
 def tell_missing(comm):
-    """Send the give-up that :func:`give_up` kept from the ranks it found missing."""
-    why, ranks = _untold.pop(comm.handle, (None, ()))
-    _abandoned.extend(comm.isend(why, dest=q, tag=GAVE_UP) for q in ranks)
+    """Send the give-up that :func:`give_up` kept from awaited ranks on other machines."""
+    peers = _of(comm)
+    why, ranks = peers.untold or (None, ())
+    peers.untold = None
+    _keep([comm.isend(why, dest=q, tag=GAVE_UP) for q in ranks])
+
+
+def gave_up(comm, ranks):
+    """Those of ``ranks`` (of ``comm``) that gave up on it: their message is here, or their
+    flag is up on the node board (checks without waiting)."""
+    peers = _of(comm)
+    for q in ranks:
+        if q not in peers.gave and comm.iprobe(source=q, tag=GAVE_UP):
+            peers.gave[q] = comm.recv(source=q, tag=GAVE_UP)
+    flagged = set() if peers.board is None else set(peers.board.gave_up_ranks(ranks))
+    return [q for q in ranks if q in peers.gave or q in flagged]
+
+
+def timed_out(comm, what, awaited, timeout, user=lambda q: q):
+    """The error of a wait for ``awaited`` (ranks of ``comm``) that reached its deadline:
+    first give up (on a Context's communicator), then blame (:func:`settle`); ``user`` maps
+    ranks to the user's."""
+    _announce(comm, PapcollTimeoutError(what, [user(q) for q in awaited], timeout), awaited)
+    missing, gave = settle(comm, awaited, timeout)
+    return PapcollTimeoutError(what, [user(q) for q in missing], timeout,
+                               [user(q) for q in gave])
+
+
+def _announce(comm, error, awaited):
+    """A wait for ``awaited`` ends in ``error``: on a Context's communicator, give up now."""
+    if comm.handle in _peers:
+        give_up(comm, error, awaited)
+
+
+def settle(comm, awaited, timeout):
+    """(missing, gave up) for a wait on ``awaited`` ranks that cannot go on: give those that
+    are themselves waiting -- for a process really missing -- a moment to give up too (they
+    reach their deadline about when I do): until :func:`blame` finds everyone it follows
+    accounted for, or for a tenth of ``timeout`` (at most a second)."""
+    end = time.monotonic() + min(1.0, timeout / 10)
+    while True:
+        missing, gave = blame(comm, awaited)
+        unheard = [q for q in gave if q not in _of(comm).gave]   # flag up, message not yet
+        if (not missing and not unheard) or time.monotonic() >= end:
+            return missing, gave
+        time.sleep(1e-3)
+
+
+def blame(comm, awaited):
+    """(missing, gave up): follow the ``awaited`` ranks that gave up to the ranks *they*
+    awaited, and so on; those that gave no sign are missing. A process's own wait is never
+    followed back to it."""
+    peers, me = _of(comm), comm.Get_rank()
+    missing, gave, seen, todo = set(), set(), {me}, list(awaited)
+    while todo:
+        q = todo.pop()
+        if q in seen:
+            continue
+        seen.add(q)
+        if gave_up(comm, [q]):
+            gave.add(q)
+            todo += peers.gave.get(q, ("", ()))[1]
+        else:
+            missing.add(q)
+    return sorted(missing), sorted(gave)
 
 
 def elsewhere(comm, ranks, user, doing, arrived):
@@ -138,62 +263,22 @@ def not_coming(comm, doing, gave, awaited, user):
     """The error for a wait on ``awaited`` ranks of which ``gave`` gave up: MismatchError if a
     disagreement made one of them give up (it names both calls), else PapcollTimeoutError
     naming those that gave up and those still missing. ``gave`` may come from a node's shared
-    flags, raised after the give-up message was sent but visible before it arrives: the
-    message is waited for a moment (at most a second), for its reason."""
+    flags, raised before the give-up message arrives: the message is waited for a moment (at
+    most a second), for its reason."""
+    peers = _of(comm)
     end = time.monotonic() + 1.0
-    while len(gave_up(comm, gave)) < len(gave) and time.monotonic() < end:
+    while any(q not in peers.gave for q in gave) and time.monotonic() < end:
+        gave_up(comm, gave)           # receives the messages that came
         time.sleep(1e-3)
-    whys = _gave_up[comm.handle]
-    for q in gave:
-        why = whys.get(q, ("",))[0]
+    for q in sorted(set(gave) | set(gave_up(comm, awaited))):
+        why = peers.gave.get(q, ("",))[0]
         if why.startswith("MismatchError"):
-            return MismatchError(f"rank {user(q)} gave up on {doing}: {why}", [user(q)])
-    missing, gave = blame(comm, [user(q) for q in awaited])
-    return PapcollTimeoutError(doing, missing, None, gave)
-
-
-def last_look(comm, ranks, timeout):
-    """At the deadline of a wait on processes of other nodes: give those of ``ranks`` that are
-    themselves waiting, for a process of their own node that is really missing, a moment to
-    say so (they reach their deadline at about the same time). Returns as soon as all have
-    given up, or after a tenth of ``timeout`` (at most a second)."""
-    end = time.monotonic() + min(1.0, timeout / 10)
-    while len(gave_up(comm, ranks)) < len(ranks) and time.monotonic() < end:
-        time.sleep(1e-3)
-
-
-def blame(comm, ranks):
-    """(missing, gave up) among the awaited ``ranks`` (of ``comm``; the user's): those that
-    gave up are not to blame, but whom they found missing is -- a master that gave up for want
-    of one of its node's processes points at that process."""
-    gave = set(gave_up(comm, ranks))
-    missing = [q for q in ranks if q not in gave]
-    for q in sorted(gave):
-        missing += [r for r in _gave_up[comm.handle][q][1]
-                    if r not in missing and r not in gave and r != comm.Get_rank()]
-    return sorted(missing), sorted(gave)
-
-
-def forget(comm):
-    """``comm`` is about to be freed: drop what was learnt of it."""
-    _gave_up.pop(comm.handle, None)
-    _untold.pop(comm.handle, None)
-
-
-def gave_up(comm, ranks):
-    """Those of ``ranks`` (of ``comm``) that said they gave up on it (checks for their
-    messages without waiting)."""
-    seen = _gave_up.setdefault(comm.handle, {})
-    for q in ranks:
-        if q not in seen and comm.iprobe(source=q, tag=GAVE_UP):
-            seen[q] = comm.recv(source=q, tag=GAVE_UP)
-    return [q for q in ranks if q in seen]
-
-
-def agree(comm, what, deadline, members=None, ranks=None, without_gave_up=False):
-    """Return once every member has reached step ``what`` -- or, ``without_gave_up``, given
-    up --: the members that reached it (see :func:`exchange`)."""
-    return list(exchange(comm, what, None, deadline, members, ranks, without_gave_up))
+            error = MismatchError(f"rank {user(q)} gave up on {doing}: {why}", [user(q)])
+            _announce(comm, error, awaited)
+            return error
+    _announce(comm, PapcollTimeoutError(doing, [user(q) for q in awaited], None), awaited)
+    missing, gave = blame(comm, awaited)
+    return PapcollTimeoutError(doing, [user(q) for q in missing], None, [user(q) for q in gave])
 
 
 def dup(comm, timeout):
@@ -203,7 +288,7 @@ def dup(comm, timeout):
     deadline, backoff = Deadline(timeout), Backoff()
     while not request.Test():
         if deadline.expired():
-            _abandoned.append(request)
+            _keep([request])
             raise PapcollTimeoutError("papcoll.Communicator: duplicating the communicator "
                                       "(MPI_Comm_idup)", None, timeout)
         backoff.pause()

@@ -41,12 +41,6 @@ class Topology:
         return [ranks[0] for ranks in self.nodes]
 
     @property
-    def other_machines(self):
-        """The ranks on machines other than mine, where known: nodes are machines unless
-        emulated (PAPCOLL_NODE_SIZE), and then all ranks count as on mine."""
-        return [] if self.emulated else [r for r in range(self.size) if self.node_of[r] != self.node]
-
-    @property
     def ppn(self):
         """Processes per node: the largest node's size (nodes may differ)."""
         return max(len(n) for n in self.nodes)

@@ -150,6 +150,8 @@ def judge(fault, r, victim, kind, attrs, line):
         blame |= missing - gave_up
     mismatch = fault.startswith(("alg_", "size_"))
     want = ("MismatchError", "PapcollTimeoutError") if mismatch else ("PapcollTimeoutError",)
+    if fault in KILLS:           # a death may show as the transport's error naming the dead:
+        want += ("TransportError",)            # CMA reads of it fail with "No such process"
     if r != victim:
         if kind not in want:
             return [f"rank {r}: {kind}, want {' or '.join(want)}"]

@@ -10,7 +10,7 @@ post: nothing is sent to anyone in particular) and "received" for each peer as i
 copied in.
 """
 from .. import progress, rendezvous
-from ..errors import PapcollTimeoutError, TransportError
+from ..errors import TransportError
 from ..native import SignatureMismatch
 from ..progress import Deadline
 from .registry import Algorithm
@@ -40,23 +40,22 @@ class IntraNodeAlgorithm(Algorithm):
         """A call begins: its deadline (the Communicator opens its trace record)."""
         self.deadline = Deadline(self.ctx.timeout)
 
-    def serve(self, loops, collect, what, target, posts=False, names=None, traced=None,
-              remote=False):
+    def serve(self, loops, collect, what, target, posts=False, names=None, traced=None):
         """Call ``collect(start, timeout)`` (a native loop over ``loops``, whose flags must
         reach ``target``) until it has served every pending source; each served source's data
         has arrived. ``names`` maps the loop's sources to the user ranks blamed when they do
         not come -- a rank, or a list (default: the node's processes) --, ``traced`` to the
         lists of user ranks whose
         blocks a source brings (default: the source's name). ``posts``: the first call also
-        posts my blocks (traced as "sent" then); ``remote``: the sources are on other nodes.
+        posts my blocks (traced as "sent" then).
         Raises at the deadline, or when a peer's call differs."""
         loops.start = self.start % loops.n
         while not self.serve_step(loops, collect, what, target, self.deadline.slice(), names,
-                                  traced, posts, remote):
+                                  traced, posts):
             posts = False
 
     def serve_step(self, loops, collect, what, target, seconds, names=None, traced=None,
-                   posts=False, remote=False):
+                   posts=False):
         """One native call of :meth:`serve`, waiting at most ``seconds`` (0: a poll; start
         with ``loops.start = ...``): whether every pending source is served now."""
         names = self.ranks if names is None else names
@@ -68,7 +67,8 @@ class IntraNodeAlgorithm(Algorithm):
             peer = getattr(err, "peer", None)
             if peer is None:
                 raise
-            raise TransportError(err.errno, f"{self.name}: rank {names[peer]}: {err}") from None
+            raise TransportError(err.errno, f"{self.name}: rank {names[peer]}: {err}",
+                                 ranks=_ranks(names, [peer])) from None
         if posts and self.tracing:
             self.trace_each("sent", range(self.n))
         if len(served):
@@ -76,7 +76,7 @@ class IntraNodeAlgorithm(Algorithm):
             if self.tracing:
                 self.trace_each("received", served, traced or [[r] for r in names])
         elif seconds or self.deadline.expired():
-            self.still_coming(what, loops, target, names, remote)
+            self.still_coming(what, loops, target, names)
         return not loops.left
 
     def wait_all(self, loops, target, what):
@@ -85,11 +85,11 @@ class IntraNodeAlgorithm(Algorithm):
                       lambda: self.timeout(what, self.board.user_ranks(loops.missing())),
                       lambda: self.elsewhere(what, loops, target, self.ranks))
 
-    def still_coming(self, what, loops, target, names, remote=False):
+    def still_coming(self, what, loops, target, names):
         """After a native wait on ``loops`` in vain: raise at the deadline, or as soon as one
         of the sources still missing is known not to come."""
         if self.deadline.expired():
-            raise self.timeout(what, _ranks(names, loops.missing()), remote)
+            raise self.timeout(what, _ranks(names, loops.missing()))
         self.elsewhere(what, loops, target, names)
 
     def elsewhere(self, what, loops, target, names):
@@ -98,14 +98,12 @@ class IntraNodeAlgorithm(Algorithm):
         rendezvous.elsewhere(self.ctx.comm, list(source), int, f"{self.name} ({what})",
                              lambda rank: loops.flags.load(source[rank]) >= target)
 
-    def timeout(self, what, ranks, remote=False):
-        """The timeout error for the user's ``ranks`` still missing: those that gave up on the
-        Communicator themselves are not the cause (rendezvous.blame; ``remote``: they are on
-        other nodes, give them a last look)."""
-        if remote:
-            rendezvous.last_look(self.ctx.comm, ranks, self.ctx.timeout)
-        missing, gave = rendezvous.blame(self.ctx.comm, ranks)
-        return PapcollTimeoutError(f"{self.name} {what}", missing, self.ctx.timeout, gave)
+    def timeout(self, what, ranks):
+        """The timeout error of a wait for the user's ``ranks``: those that gave up on the
+        Communicator themselves are not the cause, but whom they waited for may be
+        (rendezvous.timed_out)."""
+        return rendezvous.timed_out(self.ctx.comm, f"{self.name} {what}", ranks,
+                                    self.ctx.timeout)
 
     def trace_each(self, what, peers, traced=None):
         """Trace ``what`` for each rank that ``peers`` (sources of a loop) bring: ``traced``

@@ -45,7 +45,7 @@ import numpy as np
 
 from .. import rendezvous, signature
 from ..buffers import Message
-from ..errors import MismatchError, PapcollTimeoutError
+from ..errors import MismatchError
 from ..native import EMSGSIZE, EPROTO, ETIMEDOUT, xport
 from ..native.lib import address
 from ..progress import CHECK_EVERY, Deadline
@@ -181,10 +181,8 @@ class Exchange:
                 continue
             still = [ranks[q] for q in self.awaited(c)]
             if self.deadline.expired():
-                rendezvous.last_look(comm, still, self.deadline.timeout)
-                missing, gave = rendezvous.blame(comm, still)
-                raise PapcollTimeoutError(f"{self.algo.name} {what}", missing,
-                                          self.deadline.timeout, gave)
+                raise rendezvous.timed_out(comm, f"{self.algo.name} {what}", still,
+                                           self.deadline.timeout)
             rendezvous.elsewhere(comm, still, int, f"{describe(self.sig)} ({what})",
                                  lambda rank: self.arrived(ranks.index(rank),
                                                            c.s.scheme in ZERO_COPY))

@@ -202,7 +202,7 @@ class ShmDirect(IntraNodeAlgorithm):
                 remote, lambda start, timeout: remote.serve(
                     self.round, 0, start, timeout, length, dst=dst),
                 "waiting for remote nodes' blocks", self.round, seconds, plan.blame,
-                plan.traced, remote=True)
+                plan.traced)
             remote.start = self.k % remote.n
             if self.master:
                 trace.phase("masters")
@@ -344,9 +344,9 @@ class _Plan:
                 dst.append(q * block)
                 src.append(inbound + layout.at(k, r) + (t * n + me) * piece)
             first.append(len(dst))
-        # Remote blocks reach me through my master, so a wait for them blames it with the
+        # Remote blocks reach me through my master, so a wait for them awaits it with the
         # remote masters: whichever of them is alive gives up too, and is then excused and
-        # its own blame followed (rendezvous.blame).
+        # its own wait followed (rendezvous.blame).
         mine = [algo.masters[k]]
         if algo.pap:      # one source per node, its flag
             flags = native.Flags(algo.done.array[:-1])

@@ -63,6 +63,7 @@ class NodeBoard:
 
     def __init__(self, comm, members, deadline):
         self.ranks = list(members)
+        self._index = {rank: i for i, rank in enumerate(self.ranks)}
         self.n, self.me = len(self.ranks), self.ranks.index(comm.Get_rank())
         self.slot = slot_bytes(self.n)
         self.segment = Segment(comm, control_bytes(self.n), 2 * self.n * self.slot, deadline,
@@ -84,12 +85,18 @@ class NodeBoard:
 
     def give_up(self):
         """Tell the others that an error ended my call unfinished: I will not come back."""
-        if not self.segment.closed:
+        if self._gave_up is not None:
             self._gave_up[self.me] = 1
 
     def gave_up(self, peers):
         """Those of ``peers`` (local indices) that gave up."""
         return [q for q in peers if self._gave_up[q]]
+
+    def gave_up_ranks(self, ranks):
+        """Those of ``ranks`` (the communicator's) on my node that gave up."""
+        if self._gave_up is None:
+            return []
+        return [r for r in ranks if r in self._index and self._gave_up[self._index[r]]]
 
     def user_ranks(self, peers):
         return [self.ranks[q] for q in peers]

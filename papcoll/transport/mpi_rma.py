@@ -179,9 +179,10 @@ class MpiRmaTransport(Transport):
         if rc == ETIMEDOUT:
             raise PapcollTimeoutError(f"mpi-rma: {what}", [self.names[s.failed_peer]],
                                       self.timeout)
-        peer = f"rank {self.names[s.failed_peer]}" if s.failed_peer < self.size else "MPI"
+        known = s.failed_peer < self.size
+        peer = f"rank {self.names[s.failed_peer]}" if known else "MPI"
         raise TransportError(f"mpi-rma: {what} failed ({peer}: MPI error {s.failed_status}, "
-                             f"{rc})")
+                             f"{rc})", ranks=[self.names[s.failed_peer]] if known else ())
 
     def close(self, collective=True):
         if not self._open:

@@ -247,7 +247,8 @@ class VerbsTransport(Transport):
         status = s.failed_status
         text = self._local.cq_mod.cqe_status_to_str(status) if status > 0 else "post failed"
         raise TransportError(f"{what} with rank {rank} failed on {self._local.device}: {text} "
-                             f"(status {status}, vendor error {s.failed_vendor}, {rc})")
+                             f"(status {status}, vendor error {s.failed_vendor}, {rc})",
+                             ranks=[rank] if rank != "?" else ())
 
     def close(self, collective=True):
         if self._closed:
