@@ -72,7 +72,8 @@ def role(name):
 
 
 victim = role(ROLE)
-helper = 1 if victim == 0 else 0               # stop: the rank that sends SIGCONT
+helper = victim + 1 if victim % 2 == 0 and victim + 1 < size else victim - 1   # stop: sends
+                                               # SIGCONT (beside the victim: on its host)
 is_victim = rank == victim
 in_call = False                                # read by the victim's fault thread
 usr1 = []                                      # hydra's SIGUSR1 after a death: noted, not fatal
@@ -201,7 +202,8 @@ def leave(pids):
 
 
 def main():
-    faulthandler.dump_traceback_later(35)       # where a hung rank is, before the test kills it
+    faulthandler.dump_traceback_later(15 * TIMEOUT + 5)   # where a hung rank is, before the
+                                                          # launcher kills it
     pids = world.allgather(os.getpid())
     if rank == 0:
         say(f"CELL victim {victim} pids {pids}")

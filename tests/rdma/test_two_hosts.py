@@ -12,7 +12,9 @@ import subprocess
 import sys
 
 import pytest
-from launcher import hosts
+
+import faultmatrix
+from launcher import hosts, placement
 
 pytestmark = [pytest.mark.rdma, pytest.mark.two_hosts]
 
@@ -93,3 +95,19 @@ def test_killed_rank_reported_across_hosts(run_mpi, two_hosts):
         found = re.match(r"PapcollTimeoutError missing \[3\] after ([\d.]+) s", report)
         assert found, f"rank {rank}: {report}"
         assert float(found.group(1)) <= KILL_TIMEOUT + KILL_MARGIN, f"rank {rank}: {report}"
+
+
+# A sample of the fault matrix (tests/faultmatrix.py) across the hosts, the victim on the second
+# one: a master stopped in the hierarchical call, a zero-copy call late past the timeout, a
+# block size that differs. Processes left behind are looked for on the first host only (the
+# second host's hydra proxy ends its own).
+HOST_CELLS = [("stop", (N, "pap_shm_direct", "2", 4096, {})),
+              ("late", (N, "pap_direct_zcopy", "3", 4096, {})),
+              ("size_warm", (N, "pap_direct", "3", 4096, {}))]
+
+
+@pytest.mark.parametrize("fault,config", HOST_CELLS,
+                         ids=[f"{f}-{c[1]}-victim{c[2]}" for f, c in HOST_CELLS])
+def test_fault_matrix_sample_across_hosts(fault, config, tmp_path):
+    faultmatrix.assert_cell(fault, config, tmp_path, timeout=KILL_TIMEOUT, slack=KILL_MARGIN,
+                            env={"PAPCOLL_TRANSPORT": "verbs"}, flags=placement(N))

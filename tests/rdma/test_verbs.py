@@ -1,9 +1,10 @@
 """papcoll over RDMA verbs (SoftRoCE inside the VM): the transport alone, the correctness
 matrix for the point-to-point and the hierarchical algorithms, PAP order, a write that fails
-mid-call, and the cost benchmark with its bare verbs loop. Emulation is ~10x slower than the host, so the matrix here is the quick
+mid-call, a sample of the fault matrix, and the cost benchmark with its bare verbs loop. Emulation is ~10x slower than the host, so the matrix here is the quick
 variant (PAPCOLL_TEST_QUICK) and N stays at 2..4."""
 import pytest
 
+import faultmatrix
 from launcher import launch
 
 pytestmark = pytest.mark.rdma
@@ -79,3 +80,18 @@ def test_cost_over_verbs_includes_the_bare_verbs_loop():
     assert [(r[0], " ".join(r[1:-3])) for r in rows] == [
         (s, a) for s in ("8", "8K") for a in ("mpi", "pap_direct", "bare verbs loop")]
     assert all(float(r[-3]) > 0 and float(r[-2]) > 0 for r in rows), rows
+
+
+# A sample of the fault matrix (tests/faultmatrix.py) over verbs: kills, a stop, a late rank, a
+# disagreement and a setting, on copy-based and zero-copy writes and the masters' exchange.
+# Emulation is slow, so the timeout is longer than on the host.
+FAULT_CELLS = [("kill_during", "pap_direct-4K"), ("stop", "pap_direct-64K-zcopy"),
+               ("late", "pap_direct_zcopy"), ("size_warm", "direct"),
+               ("settings_copy", "pap_direct-64K-zcopy"),
+               ("kill_during", "pap_shm_direct-ns2-master"), ("alg_cold", "shm_direct-ns2-nonmaster")]
+
+
+@pytest.mark.parametrize("fault,config", FAULT_CELLS, ids=[f"{f}-{c}" for f, c in FAULT_CELLS])
+def test_fault_matrix_sample_over_verbs(fault, config, tmp_path):
+    faultmatrix.assert_cell(fault, faultmatrix.CONFIGS[config], tmp_path, timeout=10, slack=10,
+                            env={"PAPCOLL_TRANSPORT": "verbs"})
