@@ -82,12 +82,11 @@ def test_cost_over_verbs_includes_the_bare_verbs_loop():
     assert all(float(r[-3]) > 0 and float(r[-2]) > 0 for r in rows), rows
 
 
-# A sample of the fault matrix (tests/faultmatrix.py) over verbs: kills, a stop, a late rank, a
-# disagreement and a setting, on copy-based and zero-copy writes and the masters' exchange.
+# A sample of the fault matrix (tests/faultmatrix.py) over verbs: kills, a stop, a late rank and
+# disagreements, on copy-based and zero-copy writes and the masters' exchange.
 # Emulation is slow, so the timeout is longer than on the host.
 FAULT_CELLS = [("kill_during", "pap_direct-4K"), ("stop", "pap_direct-64K-zcopy"),
                ("late", "pap_direct_zcopy"), ("size_warm", "direct"),
-               ("settings_copy", "pap_direct-64K-zcopy"),
                ("kill_during", "pap_shm_direct-ns2-master"), ("alg_cold", "shm_direct-ns2-nonmaster")]
 
 
