@@ -13,7 +13,6 @@ import numpy as np
 
 from papcoll.errors import TransportError
 from papcoll.progress import Deadline
-from papcoll.transport.base import INBOX
 from papcoll.transport.verbs import _INLINE, VerbsTransport
 
 
@@ -36,7 +35,7 @@ class BareLoop:
             lkey = self.region.lkey
         self.requests = {}
         for peer in self.peers:
-            base, rkey = t._remote[peer][INBOX]
+            base, rkey = t.peers[peer].inbox_addr, t.peers[peer].inbox_rkey
             sge = L.wr.SGE(self.source.ctypes.data, nbytes, lkey)
             request = L.wr.SendWR(opcode=e.IBV_WR_RDMA_WRITE_WITH_IMM, num_sge=1, sg=[sge],
                                   send_flags=flags, imm_data=0)
