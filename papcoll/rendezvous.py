@@ -41,13 +41,14 @@ _peers = {}           # communicator handle -> _Peers
 
 
 class _Peers:
-    """What this process knows of the others on one communicator: who gave up (``gave``:
-    rank -> (why, whom it awaited)), whether it gave up itself (``told``) and what it kept
-    for close (``untold``), the ranks on other machines (``far``; None: not known yet), and
-    the node board whose flags carry give-ups inside a node (``board``)."""
+    """What this process knows of the others on one communicator: whether it is a Context's
+    (``watched``: give-ups travel on it), who gave up (``gave``: rank -> (why, whom it
+    awaited)), whether it gave up itself (``told``) and what it kept for close (``untold``),
+    the ranks on other machines (``far``; None: not known yet), and the node board whose flags
+    carry give-ups inside a node (``board``)."""
 
-    def __init__(self):
-        self.gave, self.told, self.untold = {}, False, None
+    def __init__(self, watched=False):
+        self.watched, self.gave, self.told, self.untold = watched, {}, False, None
         self.far, self.board = None, None
 
 
@@ -58,7 +59,7 @@ def _of(comm):
 def watch(comm):
     """``comm`` is a new Context's: give-ups travel on it (whatever a freed communicator that
     had the same handle left is forgotten)."""
-    _peers[comm.handle] = _Peers()
+    _peers[comm.handle] = _Peers(watched=True)
 
 
 def locate(comm, far, board=None):
@@ -203,7 +204,7 @@ def timed_out(comm, what, awaited, timeout, user=lambda q: q):
 
 def _announce(comm, error, awaited):
     """A wait for ``awaited`` ends in ``error``: on a Context's communicator, give up now."""
-    if comm.handle in _peers:
+    if _of(comm).watched:
         give_up(comm, error, awaited)
 
 
