@@ -149,6 +149,7 @@ class Communicator(MPI.Intracomm):
         if not ctx.lock.acquire(blocking=False):
             raise CommunicatorStateError(_IN_USE)
         try:
+            ctx.peers.calls += 1               # give-ups say in which call (rendezvous.py)
             lane = ctx.lanes.get(algorithm)
             if lane is not None:
                 try:
@@ -181,7 +182,6 @@ class Communicator(MPI.Intracomm):
                 recv.data[:] = send.data
             return
         ctx.algorithm_class(name)      # an unknown or impossible one: an error, nothing broken
-        ctx.calls += 1
         ctx.trace.begin(name, ctx.calls)
         token = config.adopt(ctx.settings)   # config.* give the settings agreed at creation
         try:

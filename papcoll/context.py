@@ -56,11 +56,10 @@ class Context:
         self.lock = threading.Lock()      # one call at a time: see Communicator.Alltoall
         self.algorithms, self.lanes = {}, {}
         self.broken = None                # the error that left peers in an unknown state
-        self.calls = 0
         self.node = self.cma = None
         self.closed = False
         self.comm = rendezvous.dup(comm, self.timeout)
-        rendezvous.watch(self.comm)
+        self.peers = rendezvous.watch(self.comm)    # what give-ups say: see calls
         self.rank, self.size = self.comm.Get_rank(), self.comm.Get_size()
         self.processes = _world_ranks(self.comm)
         deadline = Deadline(self.timeout)
@@ -85,6 +84,12 @@ class Context:
                 self.release(collective=False)
             raise
         _open[self.token] = self
+
+    @property
+    def calls(self):
+        """How many calls have begun on this Communicator (every rank counts the same: each
+        call is collective), the one now in progress included."""
+        return self.peers.calls
 
     def agree(self, wire):
         """The wire settings every rank read (``wire``: each rank's config.wire()), checked.

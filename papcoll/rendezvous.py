@@ -42,14 +42,15 @@ _peers = {}           # communicator handle -> _Peers
 
 class _Peers:
     """What this process knows of the others on one communicator: whether it is a Context's
-    (``watched``: give-ups travel on it), who gave up (``gave``: rank -> (why, whom it
-    awaited)), whether it gave up itself (``told``) and what it kept for close (``untold``),
-    the ranks on other machines (``far``; None: not known yet), and the node board whose flags
+    (``watched``: give-ups travel on it), how many calls it has begun on it (``calls``: every
+    rank counts the same), who gave up (``gave``: rank -> (why, whom it awaited, in which
+    call)), whether it gave up itself (``told``) and what it kept for close (``untold``), the
+    ranks on other machines (``far``; None: not known yet), and the node board whose flags
     carry give-ups inside a node (``board``)."""
 
     def __init__(self, watched=False):
-        self.watched, self.gave, self.told, self.untold = watched, {}, False, None
-        self.far, self.board = None, None
+        self.watched, self.calls, self.gave, self.told = watched, 0, {}, False
+        self.untold, self.far, self.board = None, None, None
 
 
 def _of(comm):
@@ -58,14 +59,16 @@ def _of(comm):
 
 def watch(comm):
     """``comm`` is a new Context's: give-ups travel on it (whatever a freed communicator that
-    had the same handle left is forgotten)."""
-    _peers[comm.handle] = _Peers(watched=True)
+    had the same handle left is forgotten). Returns its record, whose ``calls`` the Context
+    counts."""
+    peers = _peers[comm.handle] = _Peers(watched=True)
+    return peers
 
 
 def locate(comm, far, board=None):
     """Where ``comm``'s processes are: ``far``, the ranks on other machines (until this is
-    called, every awaited rank counts as far); ``board``, my node's board, with ``give_up()``
-    and ``gave_up_ranks(ranks)``."""
+    called, every awaited rank counts as far); ``board``, my node's board, with
+    ``give_up(call)`` and ``gave_up_in(ranks)``."""
     peers = _of(comm)
     peers.far, peers.board = frozenset(far), board
 
@@ -157,14 +160,14 @@ def give_up(comm, error, awaited=None):
     before this process has reported its error."""
     peers = _of(comm)
     if peers.board is not None:
-        peers.board.give_up()
+        peers.board.give_up(peers.calls)
     if peers.told:
         return
     peers.told = True
     if awaited is None:
         awaited = [*(getattr(error, "missing", None) or ()), *getattr(error, "gave_up", ()),
                    *getattr(error, "ranks", ())]
-    why = (f"{type(error).__name__}: {error}", sorted(set(awaited)))
+    why = (f"{type(error).__name__}: {error}", sorted(set(awaited)), peers.calls)
     me = comm.Get_rank()
     later = [q for q in awaited if peers.far is None or q in peers.far]
     _keep([comm.isend(why, dest=q, tag=GAVE_UP)
@@ -184,12 +187,18 @@ def tell_missing(comm):
 def gave_up(comm, ranks):
     """Those of ``ranks`` (of ``comm``) that gave up on it: their message is here, or their
     flag is up on the node board (checks without waiting)."""
+    return list(_gave_in(comm, ranks))
+
+
+def _gave_in(comm, ranks):
+    """{rank: the call it gave up in} for those of ``ranks`` that gave up."""
     peers = _of(comm)
     for q in ranks:
         if q not in peers.gave and comm.iprobe(source=q, tag=GAVE_UP):
             peers.gave[q] = comm.recv(source=q, tag=GAVE_UP)
-    flagged = set() if peers.board is None else set(peers.board.gave_up_ranks(ranks))
-    return [q for q in ranks if q in peers.gave or q in flagged]
+    flagged = {} if peers.board is None else peers.board.gave_up_in(ranks)
+    return {q: peers.gave[q][2] if q in peers.gave else flagged[q]
+            for q in ranks if q in peers.gave or q in flagged}
 
 
 def timed_out(comm, what, awaited, timeout, user=lambda q: q):
@@ -243,13 +252,16 @@ def blame(comm, awaited):
 
 def elsewhere(comm, ranks, user, doing, arrived):
     """Raise if one of ``ranks`` (of ``comm``), awaited by this rank while ``doing`` a call,
-    is not in that call: it gave up on the Communicator (see :func:`not_coming`), or it sent a
-    meeting message although ``arrived(rank)`` is still false -- it is at a set-up step
-    instead (MismatchError naming the step). A process's arrival signal is visible before any
-    message it sends later, so a message from a peer that has arrived belongs to its next step
-    and is left alone. ``user`` maps ranks to the user's. Meant for the idle moments of a wait:
-    it receives what it finds, since it raises then."""
-    gave = gave_up(comm, ranks)
+    is not in that call: it gave up on the Communicator in this call or before (see
+    :func:`not_coming`; one that gave up in a later call finished this one, and what it sent
+    may still be landing), or it sent a meeting message although ``arrived(rank)`` is still
+    false -- it is at a set-up step instead (MismatchError naming the step). A process's
+    arrival signal is visible before any message it sends later, so a message from a peer
+    that has arrived belongs to its next step and is left alone. ``user`` maps ranks to the
+    user's. Meant for the idle moments of a wait: it receives what it finds, since it raises
+    then."""
+    now = _of(comm).calls
+    gave = [q for q, call in _gave_in(comm, ranks).items() if call <= now]
     if gave:
         raise not_coming(comm, doing, gave, ranks, user)
     for q in ranks:

@@ -10,9 +10,10 @@ A call, on the node board (node/board.py; the CMA check and PIDs in node/cma.py)
    page-table lock contention); after each read, raise my ACKS entry for that process. One
    native call. A process whose signature differs from mine is never read: its buffer may be
    shorter than the blocks I expect, and reading past it would disclose its memory. After the
-   reads, a process that gave up (an error ended its call: it left without waiting for my
-   acknowledgement, and its buffer may be the user's again) makes the call fail: it marked
-   GAVE_UP before returning, so if any byte I read had changed, I see the mark.
+   reads, a process that gave up in this call (an error ended it: it left without waiting for
+   my acknowledgement, and its buffer may be the user's again) makes the call fail: it marked
+   GAVE_UP before returning, so if any byte I read had changed, I see the mark. (One that gave
+   up in a later call had my acknowledgement first.)
 3. **release**: wait until every peer's ACKS entry for me shows the epoch. Only then may I
    return: the user may change the send buffer as soon as I do.
 
@@ -68,7 +69,7 @@ class CmaPap(IntraNodeAlgorithm):
         self.serve(self.loops, lambda start, timeout: self.loops.cma_collect(
             epoch, sig, start, self.pids, self.me * block, recv.data, block, block,
             board.my_acks, timeout), "waiting for peers' buffers", epoch)
-        gone = board.gave_up(range(self.n))
+        gone = board.gave_up(range(self.n), self.ctx.calls)
         if gone:                # their buffers may have changed under my reads: not my data
             raise rendezvous.not_coming(self.ctx.comm, f"{self.name} (reading peers' buffers)",
                                         board.user_ranks(gone), board.user_ranks(gone), int)

@@ -7,7 +7,7 @@ Control page of process i (each word written by i only, read by the others):
   of i's latest post, stored last with release ordering --; words 1 and 2 the signature of i's
   call of epoch e, in word 1 + e % 2; word 3 the address of i's published buffer (CMA);
 * line 1, ``GAVE_UP``: nonzero once an error ended one of i's calls unfinished (i will not come
-  back to this Communicator);
+  back to this Communicator): 1 + the number of calls i had begun on it then;
 * line 2 + q, ``ACKS``: the epoch in which i last finished reading q's buffer (cma_pap);
 * the CMA one-to-all/all-to-one primitives' own words (node/cma.py): their post
   (``PRIMITIVE``), ``DONE`` (the epoch of i's last finished access) and ``PRIMITIVE_ACKS + q``.
@@ -83,20 +83,23 @@ class NodeBoard:
         """Post my call of ``epoch`` (see :func:`publish`)."""
         publish(self._mine, self.posts, self.me, epoch, sig, address)
 
-    def give_up(self):
-        """Tell the others that an error ended my call unfinished: I will not come back."""
-        if self._gave_up is not None:
-            self._gave_up[self.me] = 1
+    def give_up(self, call):
+        """Tell the others that an error ended my call number ``call`` unfinished: I will not
+        come back."""
+        if self._gave_up is not None and not self._gave_up[self.me]:
+            self._gave_up[self.me] = call + 1
 
-    def gave_up(self, peers):
-        """Those of ``peers`` (local indices) that gave up."""
-        return [q for q in peers if self._gave_up[q]]
+    def gave_up(self, peers, call):
+        """Those of ``peers`` (local indices) that gave up in call number ``call`` or before."""
+        return [q for q in peers if 0 < self._gave_up[q] <= call + 1]
 
-    def gave_up_ranks(self, ranks):
-        """Those of ``ranks`` (the communicator's) on my node that gave up."""
+    def gave_up_in(self, ranks):
+        """{rank: the call it gave up in} for those of ``ranks`` (the communicator's) on my
+        node that gave up."""
         if self._gave_up is None:
-            return []
-        return [r for r in ranks if r in self._index and self._gave_up[self._index[r]]]
+            return {}
+        flags = {r: int(self._gave_up[self._index[r]]) for r in ranks if r in self._index}
+        return {r: flag - 1 for r, flag in flags.items() if flag}
 
     def user_ranks(self, peers):
         return [self.ranks[q] for q in peers]
