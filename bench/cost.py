@@ -24,8 +24,8 @@ import papcoll
 from papcoll.algorithms import AUTO
 from papcoll.transport import choose as chosen_transport
 
-from .arrival import (buffers, caller, comma_list, format_size, integer, parse_algorithm,
-                      parse_size, usable_algorithms)
+from .arrival_measure import buffers, caller, usable_algorithms
+from .options import comma_list, format_size, integer, parse_algorithm, parse_size
 from .verbs_loop import BareLoop
 
 DEFAULT_SIZES = "8,8K"

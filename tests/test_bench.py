@@ -8,7 +8,7 @@ import pytest
 from launcher import launch
 
 import papcoll
-from papcoll.bench import arrival
+from papcoll.bench import arrival, arrival_measure, options
 
 bench_main = importlib.import_module("papcoll.bench.__main__")
 
@@ -16,32 +16,32 @@ bench_main = importlib.import_module("papcoll.bench.__main__")
 @pytest.mark.parametrize("text,nbytes", [("8", 8), ("8B", 8), ("8K", 8192), ("8kib", 8192),
                                          ("8KB", 8192), ("1M", 1 << 20), (" 3 ", 3)])
 def test_parse_size(text, nbytes):
-    assert arrival.parse_size(text) == nbytes
+    assert options.parse_size(text) == nbytes
 
 
 @pytest.mark.parametrize("text", ["0", "", "x", "8Q", "-1", "1.5K", "8 KK"])
 def test_parse_size_rejects(text):
     with pytest.raises(argparse.ArgumentTypeError, match="size"):
-        arrival.parse_size(text)
+        options.parse_size(text)
 
 
 def test_size_lists_are_sorted_without_duplicates():
-    assert arrival.comma_list(arrival.parse_size)("1M,8,8K,8") == [8, 8192, 1 << 20]
-    assert [arrival.format_size(n) for n in (8, 1000, 1024, 65536, 1 << 20)] == \
+    assert options.comma_list(options.parse_size)("1M,8,8K,8") == [8, 8192, 1 << 20]
+    assert [options.format_size(n) for n in (8, 1000, 1024, 65536, 1 << 20)] == \
         ["8", "1000", "1K", "64K", "1M"]
 
 
 def test_algorithm_list_keeps_order_and_rejects_unknown():
     names = list(papcoll.algorithms)
-    assert arrival.comma_list(arrival.parse_algorithm, sort=False)(",".join(names[::-1])) == \
+    assert options.comma_list(options.parse_algorithm, sort=False)(",".join(names[::-1])) == \
         names[::-1]
     with pytest.raises(argparse.ArgumentTypeError, match="no_such_algorithm"):
-        arrival.parse_algorithm("no_such_algorithm")
+        options.parse_algorithm("no_such_algorithm")
 
 
 def test_delays_are_deterministic_per_seed_and_bounded():
     def table(seed, size=8, mif=32):
-        return arrival.delay_table(arrival.block_rng(seed, size, mif), 20, 4, 1e-3)
+        return arrival_measure.delay_table(arrival_measure.block_rng(seed, size, mif), 20, 4, 1e-3)
     assert np.array_equal(table(7), table(7))
     assert not np.array_equal(table(7), table(8))
     assert not np.array_equal(table(7), table(7, mif=1))
@@ -51,8 +51,8 @@ def test_delays_are_deterministic_per_seed_and_bounded():
 @pytest.mark.parametrize("nprocs,fraction,late", [(4, 0.25, 1), (4, 0.75, 3), (16, 0.25, 4),
                                                   (2, 0.25, 1), (3, 1.0, 3), (5, 0.5, 3)])
 def test_late_fraction_picks_the_right_count(nprocs, fraction, late):
-    assert arrival.late_count(nprocs, fraction) == late
-    table = arrival.delay_table(np.random.default_rng(1), 50, nprocs, 2.0, fraction)
+    assert arrival_measure.late_count(nprocs, fraction) == late
+    table = arrival_measure.delay_table(np.random.default_rng(1), 50, nprocs, 2.0, fraction)
     assert ((table == 2.0).sum(axis=1) == late).all()
     assert ((table == 0.0).sum(axis=1) == nprocs - late).all()
     if late < nprocs:       # a different set of late processes from call to call
@@ -61,14 +61,14 @@ def test_late_fraction_picks_the_right_count(nprocs, fraction, late):
 
 def test_unavoidable_wait_hand_example():
     # Arrivals 0, 1, 3, 4: the last one comes at 4, so the others wait 4, 3, 1, 0 -> mean 2.
-    assert arrival.unavoidable_wait([0, 1, 3, 4]) == 2
-    assert arrival.unavoidable_wait([[0, 1, 3, 4], [5, 5, 5, 5]]).tolist() == [2, 0]
+    assert arrival_measure.unavoidable_wait([0, 1, 3, 4]) == 2
+    assert arrival_measure.unavoidable_wait([[0, 1, 3, 4], [5, 5, 5, 5]]).tolist() == [2, 0]
 
 
 def test_summary_excess_is_time_in_call_minus_unavoidable_wait():
     in_call = np.array([[3e-6, 5e-6], [1e-6, 1e-6]])      # 2 iterations x 2 processes
     arrivals = np.array([[0.0, 2e-6], [0.0, 0.0]])
-    s = arrival.summarize(in_call, arrivals)
+    s = arrival_measure.summarize(in_call, arrivals)
     assert s["avg_us"] == pytest.approx(2.5) and s["min_us"] == pytest.approx(1)
     assert s["max_us"] == pytest.approx(4) and s["unavoidable_us"] == pytest.approx(0.5)
     assert s["excess_us"] == pytest.approx(2.0)
@@ -79,11 +79,11 @@ def test_clock_offset_uses_the_fastest_round_trip():
     # its midpoint estimate is off by 2); ping-pong B takes 2, reply at local 21 (symmetric).
     sent, received = [0.0, 20.0], [10.0, 22.0]
     remote = [103.0, 121.0]
-    assert arrival.clock_offset(sent, remote, received) == (100.0, 2.0)
+    assert arrival_measure.clock_offset(sent, remote, received) == (100.0, 2.0)
 
 
 def test_turn_order_rotates_who_goes_first():
-    orders = [arrival.turn_order(3, it) for it in range(3)]
+    orders = [arrival_measure.turn_order(3, it) for it in range(3)]
     assert all(sorted(order) == [0, 1, 2] for order in orders)
     assert [order[0] for order in orders] == [0, 1, 2]
 

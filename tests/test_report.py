@@ -1,5 +1,6 @@
-"""The report driver (bench/report.py): rendering from hand-made results in the format arrival and
-ft write, the settings, the time limit on launched runs, and one --quick end-to-end run."""
+"""The report (bench/report.py, report_driver.py, report_render.py): rendering from hand-made
+results in the format arrival and ft write, the settings, the time limit on launched runs, and one
+--quick end-to-end run."""
 import importlib
 import json
 import os
@@ -12,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from launcher import launch as mpi_launch
-from papcoll.bench import arrival, report
+from papcoll.bench import arrival, arrival_measure, report, report_driver, report_render
 
 bench_main = importlib.import_module("papcoll.bench.__main__")
 
@@ -38,14 +39,14 @@ def fake_arrival(nprocs, sizes=(8, 1024), mifs=(1, 32), late=None, iterations=2)
         "options": {}, "date": "2026-11-21T06:00:00", "host": "test", "nprocs": nprocs,
         "nodes": 1, "ppn": nprocs, "nodes_emulated": False, "mpi_library": "Fake MPI 1.0",
         "mpi4py": "4.1.2", "papcoll": "0.1.0", "mode": "late" if late else "random",
-        "late_fraction": late, "late_processes": late and arrival.late_count(nprocs, late),
+        "late_fraction": late, "late_processes": late and arrival_measure.late_count(nprocs, late),
         "delay_wait": "sleep", "seed": 1, "iterations": iterations, "warmup": 1,
         "sizes": list(sizes), "mifs": list(mifs),
         "algorithms": {name: f"{name} described" for name in NAMES},
         "skipped": {"cma_pap": "needs a kernel with CMA"},
-        "t_msg": {"method": arrival.T_MSG_METHOD,
+        "t_msg": {"method": arrival_measure.T_MSG_METHOD,
                   "per_size": [{"size": s, "t_msg_us": 1.0, "median_us": 1.5} for s in sizes]},
-        "clock": {"method": arrival.CLOCK_METHOD,
+        "clock": {"method": arrival_measure.CLOCK_METHOD,
                   "per_rank": [{"offset_us": 0.0, "round_trip_us": 2.0}] * nprocs},
         "results": rows,
     }
@@ -94,7 +95,7 @@ def test_fake_results_are_in_the_writers_format():
 
 
 def test_render_writes_every_section_and_figure(results):
-    text = report.render(results).read_text()
+    text = report_render.render(results).read_text()
     for section in SECTIONS:
         assert section in text
     assert "Fake MPI 1.0" in text and "shared with other jobs" in text
@@ -106,13 +107,13 @@ def test_render_writes_every_section_and_figure(results):
 
 
 def test_ratio_table_shows_time_and_ratio_to_mpi(results):
-    text = report.render(results).read_text()
+    text = report_render.render(results).read_text()
     # fake_arrival: direct takes twice and pap_direct three times mpi's time
     assert "| 1K | 32 | 0 | 32 (1.00) | 64 (2.00) | 96 (3.00) |" in text
 
 
 def test_ft_table_speedups(results):
-    text = report.render(results).read_text()
+    text = report_render.render(results).read_text()
     # fastest repeats: total 10 / 12 / 8 s, alltoall 4 / 6 / 2 s: speedup = baseline / own
     assert "| 2 | `pap_direct` | yes | 1M | 2 (50%) | 8 | 2 | 25% | 1.25 | 1.50 | 2.00 | 3.00 |" in text
     assert "| 2 | `mpi` | yes | 1M | 2 (50%) | 10 | 4 | 40% | 1.00 | 1.20 | 1.00 | 1.50 |" in text
@@ -124,7 +125,7 @@ def test_missing_baseline_and_single_n(tmp_path):
     write(tmp_path, "a", fake_arrival(2))
     write(tmp_path, "ft", fake_ft("W", 4, "pap_direct", 3.0, 1.0))
     (tmp_path / "broken.json").write_text('{"benchmark": "FT", ')
-    text = report.render(tmp_path).read_text()
+    text = report_render.render(tmp_path).read_text()
     assert "## Scalability over N" not in text and not (tmp_path / "scaling.png").exists()
     assert "| 4 | `pap_direct` | yes | 512K | 1 (0%) | 3 | 1 | 33% | – | – | – | – |" in text
     assert "`broken.json`" in text and "no manifest.json" in text
@@ -146,8 +147,8 @@ def test_settings_quick_defaults_and_explicit_values():
 def test_launch_kills_the_whole_process_group_on_timeout(tmp_path):
     pidfile = tmp_path / "pid"
     start = time.monotonic()
-    status, _ = report.launch(["sh", "-c", f"sleep 60 & echo $! > {pidfile}; wait"],
-                              tmp_path / "log", timeout=1)
+    status, _ = report_driver.launch(["sh", "-c", f"sleep 60 & echo $! > {pidfile}; wait"],
+                                     tmp_path / "log", timeout=1)
     assert status is None and time.monotonic() - start < 10
     assert ended(Path(f"/proc/{pidfile.read_text().strip()}/stat"), within=5)
 
@@ -199,8 +200,8 @@ def running(text, within):
 
 
 def test_collect_cli_rerenders_without_running(results):
-    status, _ = report.launch([sys.executable, "-m", "papcoll.bench", "report", "--collect",
-                               str(results)], results / "log", timeout=60)
+    status, _ = report_driver.launch([sys.executable, "-m", "papcoll.bench", "report", "--collect",
+                                      str(results)], results / "log", timeout=60)
     assert status == 0
     text = (results / "report.md").read_text()
     assert "Rendered" in text and "--collect" in text
@@ -208,8 +209,8 @@ def test_collect_cli_rerenders_without_running(results):
 
 
 def test_refuses_a_folder_with_results(results):
-    status, _ = report.launch([sys.executable, "-m", "papcoll.bench", "report", "--quick",
-                               "--out", str(results)], results / "log", timeout=60)
+    status, _ = report_driver.launch([sys.executable, "-m", "papcoll.bench", "report", "--quick",
+                                      "--out", str(results)], results / "log", timeout=60)
     assert status == 2 and "already holds results" in (results / "log").read_text()
     assert not (results / "manifest.json").exists()
 
@@ -225,7 +226,7 @@ def test_quick_end_to_end(tmp_path):
     out = tmp_path / "report"
     argv = [sys.executable, "-m", "papcoll.bench", "report", "--quick", "--np", "2",
             "--algorithms", ",".join(NAMES), "--timeout", "60", "--out", str(out)]
-    status, _ = report.launch(argv, tmp_path / "log", timeout=150)
+    status, _ = report_driver.launch(argv, tmp_path / "log", timeout=150)
     log = (tmp_path / "log").read_text()
     assert status == 0, log
     text = (out / "report.md").read_text()
