@@ -10,6 +10,10 @@ from papcoll.algorithms import policy
 from papcoll.node.cma import THROTTLE, cma_status
 
 
+def _bytes(bound):
+    return "any" if bound is None else str(bound)
+
+
 def info():
     lines = [f"papcoll {papcoll.__version__}",
              f"MPI: {MPI.Get_library_version().splitlines()[0].strip()} "
@@ -17,10 +21,10 @@ def info():
              "", "algorithms (PAPCOLL_ALGORITHM or Alltoall(..., algorithm=NAME)):"]
     width = max(map(len, papcoll.algorithms))
     lines += [f"  {name:{width}}  {cls.description}" for name, cls in papcoll.algorithms.items()]
-    lines += ["", "selection policy (first matching row wins):"]
-    lines += [f"  {where:16}  block x N <= {limit if limit is not None else 'any':>7}"
-              f"  block in [{floor or 0}, {ceiling if ceiling is not None else 'any'}]  -> {name}"
-              for where, limit, (floor, ceiling), name in policy.TABLE]
+    lines += ["", f"selection policy ({policy.SOURCE}; first matching row wins):"]
+    lines += [f"  {row.topology:16}  block x N <= {_bytes(row.max_call):>7}"
+              f"  block in [{_bytes(row.min_block or 0)}, {_bytes(row.max_block)}]  -> {row.algorithm}"
+              for row in policy.TABLE]
     lines += ["", "transports (PAPCOLL_TRANSPORT):"]
     lines += [f"  {line}" for line in transport.status()]
     measured = config.cma_throttle()

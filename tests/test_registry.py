@@ -6,7 +6,7 @@ import pytest
 import papcoll
 from papcoll import config
 from papcoll.algorithms import lookup, policy
-from papcoll.errors import AlgorithmError, PapcollError
+from papcoll.errors import AlgorithmError, ConfigError, PapcollError
 from papcoll.topology import Topology
 
 
@@ -21,12 +21,22 @@ def test_unknown_algorithm_lists_the_known_ones():
 
 
 def test_policy_rows_name_registered_algorithms():
-    for where, limit, (floor, ceiling), name in policy.TABLE:
-        assert where in ("single-node", "multi-node", "multi-node spare", "any")
-        assert limit is None or limit >= 0
-        assert floor is None or floor >= 0
-        assert ceiling is None or ceiling >= (floor or 0)
-        lookup(name)
+    assert policy.TABLE and policy.TABLE[-1].algorithm == "mpi"    # every call finds a row
+    for row in policy.TABLE:
+        assert row.topology in policy.TOPOLOGIES and row.measured
+        lookup(row.algorithm)
+
+
+def bound(topology, algorithm, field):
+    """A bound of the shipped table's first row for ``algorithm`` there, so that the choices
+    below follow the table's data."""
+    return getattr(next(r for r in policy.TABLE
+                        if (r.topology, r.algorithm) == (topology, algorithm)), field)
+
+
+SHM_LIMIT = bound("single-node", "shm_pap", "max_call")
+DIRECT_FLOOR = bound("multi-node", "pap_direct", "min_block")
+DIRECT_CEILING = bound("multi-node", "pap_direct", "max_block")
 
 
 def fake_ctx(nodes, crowded, cma=True):
@@ -41,23 +51,44 @@ def fake_ctx(nodes, crowded, cma=True):
 
 @pytest.mark.parametrize("nodes,crowded,block,cma,chosen", [
     ([4], True, 8, True, "shm_pap"),
-    ([2], False, policy.SHM_LIMIT // 2, True, "shm_pap"),    # the call at the limit
-    ([2], False, policy.SHM_LIMIT // 2 + 1, True, "cma_pap"),
+    ([2], False, SHM_LIMIT // 2, True, "shm_pap"),    # the call at the limit
+    ([2], False, SHM_LIMIT // 2 + 1, True, "cma_pap"),
     ([4], False, 1 << 20, True, "cma_pap"),
     ([4], False, 1 << 20, False, "shm_pap"),
     ([2, 2], True, 8, True, "mpi"),
-    ([2, 2], True, policy.DIRECT_FLOOR - 1, True, "mpi"),
-    ([2, 2], True, policy.DIRECT_FLOOR, True, "pap_direct"),     # crowded or not
-    ([1, 1, 1], True, policy.DIRECT_CEILING, True, "pap_direct"),
-    ([2, 2], True, policy.DIRECT_CEILING + 1, True, "mpi"),
+    ([2, 2], True, DIRECT_FLOOR - 1, True, "mpi"),
+    ([2, 2], True, DIRECT_FLOOR, True, "pap_direct"),     # crowded or not
+    ([1, 1, 1], True, DIRECT_CEILING, True, "pap_direct"),
+    ([2, 2], True, DIRECT_CEILING + 1, True, "mpi"),
     ([2, 2], True, 1 << 20, True, "mpi"),          # processes outnumber cores: MPI from here
-    ([2, 2], False, policy.DIRECT_CEILING + 1, True, "mpi"),
+    ([2, 2], False, DIRECT_CEILING + 1, True, "mpi"),
     ([2, 2], False, (1 << 20) - 1, True, "mpi"),
     ([2, 2], False, 1 << 20, True, "pap_direct"),
     ([4, 4, 3], False, 4 << 20, True, "pap_direct"),
 ])
 def test_policy_choices(nodes, crowded, block, cma, chosen):
     assert policy.choose(fake_ctx(nodes, crowded, cma), block) == chosen
+
+
+@pytest.mark.parametrize("rows,where", [
+    ('[{"topology": "single-node", "algorithm": "shm_pap"}]', r"row 0, field 'measured'"),
+    ('[{"topology": "one-node", "algorithm": "mpi", "measured": ""}]', r"row 0, field 'topology'"),
+    ('[{"topology": "any", "algorithm": "fast", "measured": ""}]', r"row 0, field 'algorithm'"),
+    ('[{"topology": "any", "algorithm": "mpi", "measured": "", "max_block": -1}]',
+     r"row 0, field 'max_block'"),
+    ('[{"topology": "any", "algorithm": "mpi", "measured": "", "min_block": 1.5}]',
+     r"row 0, field 'min_block'"),
+    ('[{"topology": "any", "algorithm": "mpi", "measured": "", "min_block": 9, "max_block": 8}]',
+     r"row 0: min_block is above"),
+    ('[{"topology": "any", "algorithm": "mpi", "measured": ""}, {"where": "any"}]',
+     r"row 1, field 'where': unknown"),
+    ('[]', "top level"),
+])
+def test_a_malformed_policy_table_names_its_row_and_field(rows, where):
+    with pytest.raises(ConfigError, match=rf"policy table t\.json: {where}"):
+        policy.load(f'{{"rows": {rows}}}', "t.json")
+    with pytest.raises(ConfigError, match="t.json: not JSON"):
+        policy.load("{rows", "t.json")
 
 
 @pytest.mark.parametrize("name,value", [("PAPCOLL_TIMEOUT", "0"), ("PAPCOLL_TIMEOUT", "soon"),

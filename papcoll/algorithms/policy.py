@@ -1,51 +1,78 @@
-"""Selection policy: which algorithm serves a call, as a table separate from the mechanisms.
+"""Selection policy: which algorithm serves a call, as data separate from the mechanisms.
 
-Rows are tried in order; the first whose topology matches, whose bounds admit the call (the
-bytes each process sends in it, block x processes, at most the row's limit; the block within
-its range) and whose algorithm can run on this communicator wins. Every input is the same on
-every rank of a call, so every rank chooses alike.
+The table is ``policy.json`` beside this module, in the manner of MPICH's selection JSON: a
+file, not code, so that a table measured elsewhere can replace it. Each row says where it was
+measured; docs/policy.md keeps the measurements behind the rows. Rows are tried in order; the
+first whose topology matches, whose bounds admit the call and whose algorithm can run on this
+communicator wins. Every input is the same on every rank of a call, so every rank chooses
+alike.
 """
+import json
+from dataclasses import dataclass, fields
+from importlib import resources
+
+from ..errors import AlgorithmError, ConfigError
 from .registry import lookup
 
-# Largest call (block x processes) shm_pap serves on one node. Its two copies go through
-# slots of at most 64 KiB; a block larger than a slot goes in pieces, one epoch each, and every
-# piece waits for every process. Measured (papcoll.bench arrival, 200 iterations, MIF 1 and 32,
-# MPICH, this 2-core machine; the issue-13 note has every cell): shm_pap beat MPI_Alltoall
-# (0.35-0.90 x) up to 128 KiB x 2, 64 KiB x 3 and 64 KiB x 4 processes, and lost (1.25-3.0 x)
-# from 256 KiB x 2, 128 KiB x 3 and 128 KiB x 4: the calls of up to 256 KiB won, the larger
-# lost. Above that cma_pap lost too (1.06-1.98 x, one cell 0.96), but by less, and it beat
-# MPICH at the large cells of an earlier 16-core run; an earlier run here had shm_pap ahead up
-# to 2 MiB x 2, which today's machine does not reproduce (the same commit: 611 against 206 us
-# at 1 MiB x 2). cma_pap declines when CMA is not permitted; then shm_pap (the row after it)
-# takes every size.
-SHM_LIMIT = 256 << 10
+TOPOLOGIES = ("single-node", "multi-node", "multi-node spare", "any")
 
-# Blocks (bytes per peer) pap_direct serves across nodes, crowded or not: from DIRECT_FLOOR to
-# DIRECT_CEILING. Measured with the native engine (papcoll.bench arrival, 200 iterations, MPICH,
-# mpi-rma, N = 4 on this 2-core machine, as 4 nodes of 1 and 2 of 2, MIF 1 and 32; the issue-13
-# note has every cell): pap_direct took 0.51-0.90 x MPI's time from 8 KiB to 64 KiB, 0.85-1.07 x
-# at 256 KiB, and lost below (1.14-1.38 x at 2-4 KiB; 1.07-1.48 x at 8-256 B) and above
-# (1.16-1.41 x at 512 KiB and 1 MiB). Before the engine it lost every cell below 1 MiB.
-DIRECT_FLOOR = 8 << 10
-DIRECT_CEILING = 256 << 10
 
-# Smallest block of pap_direct where no machine of the job runs more processes than it has
-# cores (16 cores, 4 emulated nodes of 4, before the engine: 1.13, 1.00, 0.76, 0.85 x MPI at
-# 1 MiB and MIF 1, 32, 128, 512). Crowded, MPI wins there (above).
-SPARE_FLOOR = 1 << 20
+@dataclass(frozen=True)
+class Row:
+    topology: str
+    algorithm: str
+    measured: str                 # on what machine, with which command
+    max_call: int | None = None   # bytes each process sends in the call: block x processes
+    min_block: int | None = None  # bytes per peer
+    max_block: int | None = None
 
-# (topology, largest call in bytes (block x processes) or None, blocks (smallest, largest;
-# None: unbounded), algorithm). topology: "single-node"; "multi-node"; "multi-node spare" (no
-# machine of the job crowded); "any". The hierarchical shm_direct and pap_shm_direct are never
-# chosen: they lost to pap_direct and to MPI at every cell measured; force them by name.
-TABLE = [
-    ("single-node", SHM_LIMIT, (None, None), "shm_pap"),
-    ("single-node", None, (None, None), "cma_pap"),
-    ("single-node", None, (None, None), "shm_pap"),
-    ("multi-node", None, (DIRECT_FLOOR, DIRECT_CEILING), "pap_direct"),
-    ("multi-node spare", None, (SPARE_FLOOR, None), "pap_direct"),
-    ("any", None, (None, None), "mpi"),
-]
+    def admits(self, block, size):
+        return ((self.max_call is None or block * size <= self.max_call)
+                and (self.min_block is None or block >= self.min_block)
+                and (self.max_block is None or block <= self.max_block))
+
+
+def load(text, source):
+    """The rows of a policy table in JSON ``text``; a ConfigError naming ``source``, the row
+    and the field for anything malformed (the rows decide what every rank runs)."""
+    def bad(where, why):
+        return ConfigError(f"policy table {source}: {where}: {why}")
+    try:
+        table = json.loads(text)
+    except ValueError as e:
+        raise bad("not JSON", e) from None
+    if not isinstance(table, dict) or not isinstance(table.get("rows"), list) or not table["rows"]:
+        raise bad("top level", 'wants an object with a non-empty list "rows"')
+    names = {f.name: f for f in fields(Row)}
+    rows = []
+    for i, entry in enumerate(table["rows"]):
+        if not isinstance(entry, dict):
+            raise bad(f"row {i}", "wants an object")
+        unknown = sorted(entry.keys() - names.keys())
+        if unknown:
+            raise bad(f"row {i}, field {unknown[0]!r}", f"unknown (known: {', '.join(names)})")
+        for key in ("topology", "algorithm", "measured"):
+            if not isinstance(entry.get(key), str):
+                raise bad(f"row {i}, field {key!r}", "wants a string")
+        for key in ("max_call", "min_block", "max_block"):
+            value = entry.get(key)
+            if value is not None and (type(value) is not int or value < 0):
+                raise bad(f"row {i}, field {key!r}", f"wants a byte count >= 0, not {value!r}")
+        row = Row(**entry)
+        if row.topology not in TOPOLOGIES:
+            raise bad(f"row {i}, field 'topology'", f"{row.topology!r} is not one of {TOPOLOGIES}")
+        try:
+            lookup(row.algorithm)
+        except AlgorithmError as e:
+            raise bad(f"row {i}, field 'algorithm'", e) from None
+        if None not in (row.min_block, row.max_block) and row.min_block > row.max_block:
+            raise bad(f"row {i}", "min_block is above max_block")
+        rows.append(row)
+    return tuple(rows)
+
+
+SOURCE = resources.files(__package__).joinpath("policy.json")
+TABLE = load(SOURCE.read_text(), SOURCE.name)
 
 
 def kinds(topology):
@@ -57,9 +84,8 @@ def kinds(topology):
 
 def choose(ctx, block):
     matching = kinds(ctx.topology)
-    for where, limit, (floor, ceiling), name in TABLE:
-        if where in matching and (limit is None or block * ctx.size <= limit) \
-                and (floor is None or block >= floor) and (ceiling is None or block <= ceiling) \
-                and lookup(name).unsupported(ctx) is None:
-            return name
+    for row in TABLE:
+        if row.topology in matching and row.admits(block, ctx.size) \
+                and lookup(row.algorithm).unsupported(ctx) is None:
+            return row.algorithm
     return "mpi"
