@@ -9,7 +9,7 @@
  *  - Cross Memory Attach (process_vm_readv/writev) copies that move every
  *    byte or report an errno, plus the probe behind the CMA cost model.
  *
- * papcoll/native.py loads the library with ctypes, which releases the GIL for
+ * papcoll/native/lib.py loads the library with ctypes, which releases the GIL for
  * the duration of every call. The same library is also the Python module
  * papcoll._native (native/papcoll_lane.c) for the one function that takes
  * Python objects: the fast lane (struct pc_lane below).
@@ -44,19 +44,16 @@ void pc_flag_store(volatile uint64_t *f, uint64_t v);
  * pc_flag_store, the data written before that store is visible here. */
 uint64_t pc_flag_load(const volatile uint64_t *f);
 
-/* Every wait backs off from pause-spinning (2 us, or as set here) to
- * sched_yield (to 1 ms) to nanosleeps growing to 64 us (plus the kernel's
- * 50 us timer slack), so that a waiter sharing a core does not starve the
- * process it waits for. Process-wide; set 0 where processes outnumber cores:
- * then the first thing a waiter does is give its core away. */
-void pc_set_spin(int64_t ns);
-
-/* The backoff itself, for native loops of other files (the one-sided engine): begin it
- * (-EINVAL for timeout_ns < 0; spin_ns starts as pc_set_spin's, and may be changed), then
- * call pause after each look in vain: it returns 0, or -ETIMEDOUT once the deadline passed;
- * after progress set start = pc_now_ns() to spin again. */
+/* Every wait backs off from pause-spinning (2 us) to sched_yield (to 1 ms) to
+ * nanosleeps growing to 64 us (plus the kernel's 50 us timer slack), so that a
+ * waiter sharing a core does not starve the process it waits for.
+ *
+ * The backoff itself, for native loops of other files (the one-sided engine): begin it
+ * (-EINVAL for timeout_ns < 0), then call pause after each look in vain: it returns 0, or
+ * -ETIMEDOUT once the deadline passed; after progress set start = pc_now_ns() to spin
+ * again. */
 struct pc_backoff {
-    int64_t start, deadline, sleep_ns, spin_ns;
+    int64_t start, deadline, sleep_ns;
 };
 int pc_backoff_begin(struct pc_backoff *b, int64_t timeout_ns);
 int pc_backoff_pause(struct pc_backoff *b);

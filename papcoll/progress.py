@@ -3,7 +3,7 @@
 Waits poll (papcoll learns of arrivals from the data path, not from messages), so they back off:
 a few quick polls, then yields, then short sleeps, because on an oversubscribed node a spinning
 waiter steals the core from the very peer it waits for. The native core spins and backs off
-itself (native/papcoll_native.c); Python owns the rest: the :class:`Deadline`, the ``SLICE``
+itself (native/papcoll_native.c); Python owns the rest: the :class:`Deadline`, the native ``SLICE``
 that bounds any one native wait so that Ctrl-C gets through between two, and the error --
 every wait ends by the deadline with a :class:`PapcollTimeoutError` that names the ranks still
 missing. Waits polled from Python (the one-sided algorithms, the set-up meetings) back off with
@@ -12,11 +12,11 @@ missing. Waits polled from Python (the one-sided algorithms, the set-up meetings
 import time
 
 from .errors import PapcollTimeoutError
+from .native.lib import SLICE
 
 _SPINS = 64           # polls before the first yield: the common case when peers are near
 _YIELDS = 256         # yields before sleeping
 _MAX_SLEEP = 100e-6   # seconds; bounds the latency added when a peer finally shows up
-SLICE = 0.1           # seconds: the longest native wait, so that Ctrl-C gets through
 CHECK_EVERY = 1e-3    # seconds between a wait's checks that awaited peers are still coming
 
 

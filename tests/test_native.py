@@ -133,22 +133,6 @@ def test_wait_ge_times_out_on_time(timeout):
     assert timeout <= elapsed < timeout + 0.45
 
 
-@pytest.mark.parametrize("spin", [0.0, native.SPIN])
-def test_waits_without_spinning_still_see_a_late_store(spin):
-    """Where processes outnumber cores waits yield at once (set_spin(0)): same results."""
-    flags = shared_u64(1)
-    native.set_spin(spin)
-    try:
-        pid = fork(lambda: (time.sleep(0.02), native.flag_store(flags, 0, 1)))
-        assert native.wait_ge(flags, 0, 1, timeout=5.0)
-        join(pid)
-        assert not native.wait_ge(flags, 0, 2, timeout=0.01)
-    finally:
-        native.set_spin(native.SPIN)
-    with pytest.raises(ValueError, match="seconds"):
-        native.set_spin(-1)
-
-
 def test_zero_timeout_tests_once():
     flags = native.Flags(np.array([3], dtype=np.uint64))
     assert flags.wait_ge(0, 3, 0)

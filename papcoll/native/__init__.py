@@ -6,15 +6,14 @@
 - ``loops``: the intra-node PAP loops and the fast lane.
 """
 from .cma import allow_ptrace_any, cma_probe, drop_ptrace_any, cma_read, cma_readv, cma_write, cma_writev
-from .flags import (SPIN, Flags, flag_load, flag_store, ready_ge, set_spin, wait_any_ge, wait_ge,
-                    wait_ready_ge)
+from .flags import Flags, flag_load, flag_store, ready_ge, wait_any_ge, wait_ge, wait_ready_ge
 from .lib import EMSGSIZE, EPROTO, ETIMEDOUT, IOV_MAX, lane_alltoall, now_ns
 from .loops import (POST_ADDR, POST_SIG, CopyList, Lane, ListLoops, PeerLoops, SegmentLoops,
                     SignatureMismatch, buffer_address, post_word)
 
-__all__ = ["EMSGSIZE", "EPROTO", "ETIMEDOUT", "IOV_MAX", "POST_ADDR", "POST_SIG", "SPIN", "CopyList",
+__all__ = ["EMSGSIZE", "EPROTO", "ETIMEDOUT", "IOV_MAX", "POST_ADDR", "POST_SIG", "CopyList",
            "Flags", "Lane", "ListLoops", "PeerLoops", "SegmentLoops", "SignatureMismatch",
            "allow_ptrace_any", "buffer_address", "cma_probe", "cma_read", "cma_readv",
            "cma_write", "cma_writev", "drop_ptrace_any", "flag_load", "flag_store",
-           "lane_alltoall", "now_ns", "post_word", "ready_ge", "set_spin", "wait_any_ge",
-           "wait_ge", "wait_ready_ge"]
+           "lane_alltoall", "now_ns", "post_word", "ready_ge", "wait_any_ge", "wait_ge",
+           "wait_ready_ge"]

@@ -6,26 +6,15 @@ may exceed 8 bytes, so flags can be padded to cache lines: ``Flags(segment_u64[:
 :class:`Flags` object in hot loops: it validates the array once and caches its address (finding
 an array's address costs about a microsecond); the module-level functions validate on every
 call. Every wait is bounded: timeouts are finite seconds >= 0 (0 = test once), and a long wait
-runs in slices of at most progress.SLICE so that Ctrl-C gets through.
+runs in slices of at most lib.SLICE so that Ctrl-C gets through.
 """
 import os
 
 import numpy as np
 
-from .lib import (ENOENT, ETIMEDOUT, address, check_index, lib, sliced, start_index, timeout_ns,
-                  u64)
+from .lib import ENOENT, ETIMEDOUT, address, check_index, lib, sliced, start_index, u64
 
 _U64 = np.dtype(np.uint64)
-
-
-SPIN = 2e-6   # seconds a wait spins before it yields its core, unless set_spin says otherwise
-
-
-def set_spin(seconds):
-    """How long every native wait of this process spins before it yields (process-wide):
-    ``SPIN`` normally, 0 where processes outnumber cores (see pc_set_spin)."""
-    lib.pc_set_spin(timeout_ns(seconds))
-
 
 
 class Flags:

@@ -9,7 +9,7 @@ import os
 import numpy as np
 from mpi4py import MPI
 
-from ..progress import SLICE
+SLICE = 0.1           # seconds: the longest native wait, so that Ctrl-C gets through
 
 IOV_MAX = os.sysconf("SC_IOV_MAX")
 
@@ -32,7 +32,6 @@ def _load():
         ("pc_now_ns", i64, []),
         ("pc_flag_store", None, [ptr, u64]),
         ("pc_flag_load", u64, [ptr]),
-        ("pc_set_spin", None, [i64]),
         ("pc_wait_ge", c.c_int, [ptr, u64, i64]),
         ("pc_wait_any_ge", c.c_int, [ptr, size, ptr, size, u64, size, i64]),
         ("pc_wait_ready_ge", c.c_int, [ptr, size, ptr, size, u64, size, ptr, i64]),
@@ -135,7 +134,7 @@ def uint_vector(values, what):
 
 
 def sliced(fn, args, timeout):
-    """Call fn(*args, timeout_ns) in slices of at most progress.SLICE until it does
+    """Call fn(*args, timeout_ns) in slices of at most SLICE until it does
     not time out or the whole timeout is used up; return its last result. A
     timed-out slice has lasted at least its length, so no clock is needed."""
     ns, slice_ns = timeout_ns(timeout), timeout_ns(SLICE)

@@ -21,9 +21,8 @@ from mpi4py import MPI
 
 from .cma import cma_error
 from .flags import Flags
-from ..progress import SLICE
-from .lib import (ENOENT, EPROTO, ETIMEDOUT, address, bytes_view, check_index, lane_alltoall,
-                  lib, sliced, start_index, timeout_ns)
+from .lib import (ENOENT, EPROTO, ETIMEDOUT, SLICE, address, bytes_view, check_index,
+                  lane_alltoall, lib, sliced, start_index, timeout_ns)
 
 POST_SIG, POST_ADDR = 1, 3          # words of a post after its flag (PC_POST_SIG, PC_POST_ADDR)
 

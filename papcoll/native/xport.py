@@ -180,7 +180,8 @@ def ibv_qp(qp, qp_num, words=48):
             continue
         if lib.pc_cma_read(pid, address(head), word, head.nbytes) != head.nbytes:
             continue
-        num, qp_type = int(head[6]) >> 32, int(head[7]) >> 32
+        words32 = head.view(np.uint32)    # bytes 48-63: handle, qp_num, state, qp_type (any endianness)
+        num, qp_type = int(words32[13]), int(words32[15])
         if num == qp_num and qp_type == 2 and head[0] and head[3] and head[4]:
             return word, int(head[3]), int(head[4])
     raise OSError(f"no struct ibv_qp of QP number {qp_num} found in the pyverbs QP object")
