@@ -37,7 +37,8 @@ from mpi4py import MPI
 
 from papcoll import native
 
-IDLE_POLL = 2e-4
+from .arrival_measure import idle_barrier
+
 THP = "/sys/kernel/mm/transparent_hugepage/enabled"
 
 
@@ -48,13 +49,6 @@ def add_arguments(parser):
     parser.add_argument("--out", type=Path, default=Path("results"),
                         help="folder for the JSON result (default results/)")
     parser.add_argument("--name", help="file stem (default cma-model-n<N>-<date-time>)")
-
-
-def idle_barrier(comm):
-    """A barrier waited asleep, so that idle ranks leave the cores to the measuring ones."""
-    request = comm.Ibarrier()
-    while not request.Test():
-        time.sleep(IDLE_POLL)
 
 
 def target_memory(kind, nbytes):
