@@ -54,14 +54,14 @@ def test_pap_order_over_verbs(run_mpi, name):
 
 @pytest.mark.parametrize("name", ["direct", "pap_direct", "pap_direct_zcopy"])
 def test_fresh_receive_buffers_are_not_kept_over_verbs(run_mpi, name):
-    res = run_mpi(2, "hardening.py", "rss", name, "numpy", env=VERBS, timeout=900)
+    res = run_mpi(2, "resources.py", "rss", name, "numpy", env=VERBS, timeout=900)
     assert res.returncode == 0 and "RSS OK" in res.stdout, res.stdout[-4000:]
 
 
 @pytest.mark.parametrize("name,a,b", [("pap_direct", 8, 16), ("pap_direct", 8, 1 << 17),
                                       ("direct", 16, 0), ("pap_direct_zcopy", 8, 16)])
 def test_calls_that_disagree_raise_over_verbs(run_mpi, name, a, b):
-    res = run_mpi(3, "hardening.py", "mismatch", name, str(a), str(b),
+    res = run_mpi(3, "mismatch.py", "mismatch", name, str(a), str(b),
                   env={**VERBS, "PAPCOLL_TIMEOUT": "30"}, timeout=600)
     assert res.returncode == 0 and "MISMATCH OK" in res.stdout, res.stdout[-4000:]
 

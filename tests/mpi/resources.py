@@ -1,0 +1,80 @@
+"""MPI worker for tests/test_resources.py: ``resources.py MODE ARGS...``; rank 0 prints
+``<MODE> OK`` at the end. What a Communicator holds is given back: memory, Communicators
+never closed, and a broken one left open at exit.
+
+rss NAME KIND      100 calls, each with a fresh 16 MiB receive buffer (KIND numpy or
+                   bytearray): resident memory stays flat, no registration outlives its call.
+unclosed COUNT [NAME]  COUNT Communicators made and dropped without close(), one call each.
+exit_broken NAME   the last rank never calls; the others time out and exit without close(),
+                   the last rank exits too: MPI_Finalize must come at once (atexit closes
+                   what is left without hanging).
+"""
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+import pattern  # noqa: E402
+from worker import expect, fresh, main, rank, size, world  # noqa: E402
+
+import papcoll  # noqa: E402
+from papcoll import context  # noqa: E402
+
+
+def resident():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def rss(name, kind):
+    nbytes = (16 << 20) // size
+    send = pattern.send_bytes(rank, size, 1, nbytes)
+    want = pattern.recv_bytes(rank, size, 1, nbytes)
+    with papcoll.Communicator(world) as pc:
+        for i in range(110):
+            recv = np.empty(size * nbytes, np.uint8) if kind == "numpy" else bytearray(size * nbytes)
+            pc.Alltoall(send, recv, algorithm=name)
+            got = np.frombuffer(recv, np.uint8)
+            assert got[::4096].tolist() == want[::4096].tolist() and got[-1] == want[-1], i
+            if i == 9:
+                before = resident()
+            del recv, got
+        grew = resident() - before
+        transport = pc._context().algorithms[name].exchange.transport
+        cache = transport.cache if hasattr(transport, "cache") else transport._local.exposed
+        held = len(cache)
+    print(f"RSS rank {rank}: {before >> 20} MiB after 10 calls, grew {grew >> 20} MiB in 100 "
+          f"more; {held} registration(s) held", flush=True)
+    assert grew < 48 << 20, f"rank {rank}: resident memory grew by {grew >> 20} MiB"
+    assert held <= (1 if kind == "numpy" else 0), held
+
+
+def unclosed(count, name=None):
+    start = time.monotonic()
+    for i in range(count):
+        send, want = fresh(8)
+        recv = np.empty_like(send)
+        papcoll.Communicator(world).Alltoall(send, recv, algorithm=name)
+        assert np.array_equal(recv, want), i
+    took = time.monotonic() - start
+    left = len(context._dropped) + len(context._open)
+    print(f"UNCLOSED rank {rank}: {count} in {took:.1f} s, {left} left open", flush=True)
+    assert left <= 1, left
+
+
+def exit_broken(name):
+    pc = papcoll.Communicator(world)
+    send = np.zeros(size * 64, np.uint8)
+    pc.Alltoall(send, np.empty_like(send), algorithm=name)
+    world.Barrier()
+    if rank != size - 1:
+        expect(papcoll.PapcollTimeoutError,
+               lambda: pc.Alltoall(send, np.empty_like(send), algorithm=name))
+    world.Barrier()
+    globals()["left_open"] = pc                      # never closed: MPI_Finalize's business
+
+
+main({"rss": rss, "unclosed": lambda count, *name: unclosed(int(count), *name),
+      "exit_broken": exit_broken})
