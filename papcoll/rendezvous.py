@@ -257,7 +257,8 @@ def elsewhere(comm, ranks, user, doing, arrived):
     may still be landing), or it sent a meeting message although ``arrived(rank)`` is still
     false -- it is at a set-up step instead (MismatchError naming the step). A process's
     arrival signal is visible before any message it sends later, so a message from a peer
-    that has arrived belongs to its next step and is left alone. ``user`` maps ranks to the
+    that has arrived belongs to its next step and is left alone. ``arrived`` must be true for
+    a rank whose arrival this one cannot see directly: nothing then orders its messages. ``user`` maps ranks to the
     user's. Meant for the idle moments of a wait: it receives what it finds, since it raises
     then."""
     now = _of(comm).calls

@@ -55,9 +55,11 @@ class IntraNodeAlgorithm(Algorithm):
             posts = False
 
     def serve_step(self, loops, collect, what, target, seconds, names=None, traced=None,
-                   posts=False):
+                   posts=False, signalled_by=None):
         """One native call of :meth:`serve`, waiting at most ``seconds`` (0: a poll; start
-        with ``loops.start = ...``): whether every pending source is served now."""
+        with ``loops.start = ...``): whether every pending source is served now.
+        ``signalled_by``: the user ranks that raise the loop's flags themselves, when not every
+        rank of ``names`` does (a flag another process raises on their behalf)."""
         names = self.ranks if names is None else names
         try:
             served = collect(loops.start, seconds)
@@ -76,7 +78,7 @@ class IntraNodeAlgorithm(Algorithm):
             if self.tracing:
                 self.trace_each("received", served, traced or [[r] for r in names])
         elif seconds or self.deadline.expired():
-            self.still_coming(what, loops, target, names)
+            self.still_coming(what, loops, target, names, signalled_by)
         return not loops.left
 
     def wait_all(self, loops, target, what):
@@ -85,18 +87,23 @@ class IntraNodeAlgorithm(Algorithm):
                       lambda: self.timeout(what, self.board.user_ranks(loops.missing())),
                       lambda: self.elsewhere(what, loops, target, self.ranks))
 
-    def still_coming(self, what, loops, target, names):
+    def still_coming(self, what, loops, target, names, signalled_by=None):
         """After a native wait on ``loops`` in vain: raise at the deadline, or as soon as one
         of the sources still missing is known not to come."""
         if self.deadline.expired():
             raise self.timeout(what, _ranks(names, loops.missing()))
-        self.elsewhere(what, loops, target, names)
+        self.elsewhere(what, loops, target, names, signalled_by)
 
-    def elsewhere(self, what, loops, target, names):
-        """Raise if one of the sources still missing is known not to come (rendezvous)."""
+    def elsewhere(self, what, loops, target, names, signalled_by=None):
+        """Raise if one of the sources still missing is known not to come (rendezvous). Only
+        a rank that raises its flag itself shows its arrival there: a rank whose flag another
+        process raises (a remote master's, raised by mine once its blocks are in) may have
+        finished the call, and sent its next message, before its flag rises."""
         source = {rank: q for q in loops.missing() for rank in _ranks(names, [q])}
+        mine = source.keys() if signalled_by is None else signalled_by
         rendezvous.elsewhere(self.ctx.comm, list(source), int, f"{self.name} ({what})",
-                             lambda rank: loops.flags.load(source[rank]) >= target)
+                             lambda rank: rank not in mine
+                             or loops.flags.load(source[rank]) >= target)
 
     def timeout(self, what, ranks):
         """The timeout error of a wait for the user's ``ranks``: those that gave up on the

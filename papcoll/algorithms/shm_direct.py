@@ -202,7 +202,7 @@ class ShmDirect(IntraNodeAlgorithm):
                 remote, lambda start, timeout: remote.serve(
                     self.round, 0, start, timeout, length, dst=dst),
                 "waiting for remote nodes' blocks", self.round, seconds, plan.blame,
-                plan.traced)
+                plan.traced, signalled_by=plan.hands_on)
             remote.start = self.k % remote.n
             if self.master:
                 trace.phase("masters")
@@ -347,7 +347,7 @@ class _Plan:
         # Remote blocks reach me through my master, so a wait for them awaits it with the
         # remote masters: whichever of them is alive gives up too, and is then excused and
         # its own wait followed (rendezvous.blame).
-        mine = [algo.masters[k]]
+        mine = self.hands_on = [algo.masters[k]]           # who raises their flags
         if algo.pap:      # one source per node, its flag
             flags = native.Flags(algo.done.array[:-1])
             self.blame = [[algo.masters[r]] + mine for r in range(len(algo.nodes))]

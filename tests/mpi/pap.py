@@ -13,16 +13,23 @@ hier_order NAME LATE: N=4 as 2 nodes of 2 (PAPCOLL_NODE_SIZE=2); rank LATE (2, t
     ranks whose blocks it received only after the late arrival. A node's aggregate needs all
     of the node, so blocks from the late rank's node are held up by nature; pap_shm_direct
     must hold up nothing else, shm_direct also holds the late node's own early rank.
+handed_on: N=3; rank 1 waits for blocks of rank 2 whose flag rank 0 raises (as a remote
+    master's blocks reach a non-master through its own master), and rank 2 has already sent
+    its next step's message: that is no disagreement (rank 2 may have finished, rank 0 be slow
+    to hand on), while the same message from a rank that raises its flag itself is one.
 """
 import os
 import signal
 import sys
 import time
+from types import SimpleNamespace
 
 import numpy as np
 from mpi4py import MPI
 
 import papcoll
+from papcoll import rendezvous
+from papcoll.algorithms.intranode import IntraNodeAlgorithm
 
 world = MPI.COMM_WORLD
 rank, size = world.Get_rank(), world.Get_size()
@@ -88,6 +95,25 @@ def hier_order(name, late):
     held = sorted({peer for what, peer, t in events
                    if what == "received" and t > late_arrival and peer != late})
     return world.gather(held if rank != late else None, root=0)
+
+
+def handed_on():
+    comm = world.Dup()
+    if rank == 2:
+        comm.send(("close", None), dest=1, tag=rendezvous.TAG)      # its next meeting
+    comm.Barrier()
+    if rank == 1:
+        waiting = SimpleNamespace(ctx=SimpleNamespace(comm=comm), name="pap_shm_direct")
+        loops = SimpleNamespace(missing=lambda: [0], flags=SimpleNamespace(load=lambda q: 0))
+        # source 0 brings rank 2's blocks; rank 0 raises its flag
+        IntraNodeAlgorithm.elsewhere(waiting, "scatter", loops, 1, [[0, 2]], signalled_by=[0])
+        try:
+            IntraNodeAlgorithm.elsewhere(waiting, "scatter", loops, 1, [[0, 2]])
+            raise AssertionError("a message from a rank that raises its own flag was let by")
+        except papcoll.MismatchError as err:
+            assert "rank 2 is at 'close'" in str(err), err
+    comm.Barrier()
+    comm.Free()
 
 
 def one_call_made(name, shape):
@@ -164,6 +190,10 @@ elif mode == "hier_order":
     held = hier_order(name, int(sys.argv[3]))
     if rank == 0:
         print(f"HELD {name} late {sys.argv[3]}: {held}", flush=True)
+elif mode == "handed_on":
+    handed_on()
+    if rank == 0:
+        print("HANDED_ON ok", flush=True)
 elif mode == "interrupt":
     interrupt(name, sys.argv[3])
     if rank == 0:
