@@ -15,35 +15,40 @@ static void event(struct pc_xcall *c, int kind, size_t peer)
     }
 }
 
-static int mismatch(struct pc_xcall *c, int where, size_t peer, uint64_t word)
+static int mismatch(struct pc_xcall *c, int where, size_t peer, uint64_t sig)
 {
     c->failed_in = where;
     c->failed_peer = peer;
-    c->failed_word = word;
+    c->failed_sig = sig;
     return -EPROTO;
+}
+
+static int notice_mismatch(struct pc_xcall *c, size_t peer, uint64_t word)
+{
+    c->failed_code = pc_notice_code(word);
+    c->failed_len = pc_notice_len(word);
+    return mismatch(c, PC_IN_NOTICE, peer, 0);
 }
 
 static uint64_t board(const struct pc_xcall *c, int kind, uint64_t seq, size_t peer)
 {
-    const volatile uint64_t *word =
-        &c->x->boards[(kind * 2 + seq % 2) * c->x->n + peer];
+    const volatile uint64_t *word = &c->x->boards[pc_board_index(kind, seq, c->x->n, peer)];
     return __atomic_load_n(word, __ATOMIC_ACQUIRE);
 }
 
-static int current(uint64_t word, uint64_t seq)
+static int current(const struct pc_xcall *c, int kind, uint64_t seq, size_t peer)
 {
-    return ((word >> 40) & PC_SEQ_MASK) == (seq & PC_SEQ_MASK);
+    return pc_notice_current(board(c, kind, seq, peer), seq);
 }
 
 /* Whether peer's data of this call has landed: 1, 0, or -EPROTO (another call's notice). */
 static int landed(struct pc_xcall *c, size_t peer)
 {
     uint64_t word = board(c, PC_DATA, c->epoch, peer);
-    if (!current(word, c->epoch))
+    if (!pc_notice_current(word, c->epoch))
         return 0;
-    int same = c->expected ? word == c->expected[peer]
-                           : ((word >> 32) & 0xFF) == c->code;
-    return same ? 1 : mismatch(c, PC_IN_NOTICE, peer, word);
+    int same = c->expected ? word == c->expected[peer] : pc_notice_code(word) == c->code;
+    return same ? 1 : notice_mismatch(c, peer, word);
 }
 
 /* The advert record peer wrote for me, if it is this call's: its address (0: not yet), or
@@ -51,17 +56,13 @@ static int landed(struct pc_xcall *c, size_t peer)
 static int advertised(struct pc_xcall *c, size_t peer, uint64_t *addr, uint64_t *bytes,
                       uint32_t *rkey)
 {
-    if (!current(board(c, PC_ADVERT, c->adverts, peer), c->adverts))
+    if (!current(c, PC_ADVERT, c->adverts, peer))
         return 0;
-    const uint8_t *record = c->advert_area + peer * PC_ADVERT_BYTES;
-    uint64_t epoch, sig;
-    memcpy(addr, record, 8);
-    memcpy(bytes, record + 8, 8);
-    memcpy(rkey, record + 16, 4);
-    memcpy(&epoch, record + 24, 8);
-    memcpy(&sig, record + 32, 8);
-    if (sig != c->sig || epoch != c->epoch)
-        return mismatch(c, PC_IN_ADVERT, peer, sig);
+    struct pc_advert record;
+    memcpy(&record, c->advert_area + peer * PC_ADVERT_BYTES, sizeof record);
+    if (record.sig != c->sig || record.epoch != c->epoch)
+        return mismatch(c, PC_IN_ADVERT, peer, record.sig);
+    *addr = record.addr, *bytes = record.bytes, *rkey = record.rkey;
     return 1;
 }
 
@@ -71,14 +72,14 @@ static int advertised(struct pc_xcall *c, size_t peer, uint64_t *addr, uint64_t 
  * sent, so reading the advert first and the data second cannot take it for a disagreement.) */
 static int advertised_ahead(struct pc_xcall *c, size_t peer)
 {
-    uint64_t ahead = c->adverts + 1, sig;
-    if (!current(board(c, PC_ADVERT, ahead, peer), ahead))
+    if (!current(c, PC_ADVERT, c->adverts + 1, peer))
         return 0;
     int rc = landed(c, peer);
     if (rc != 0)
         return rc < 0 ? rc : 0;
-    memcpy(&sig, c->advert_area + peer * PC_ADVERT_BYTES + 32, 8);
-    return mismatch(c, PC_IN_ADVERT, peer, sig);
+    struct pc_advert record;
+    memcpy(&record, c->advert_area + peer * PC_ADVERT_BYTES, sizeof record);
+    return mismatch(c, PC_IN_ADVERT, peer, record.sig);
 }
 
 static int send_to(struct pc_xcall *c, size_t peer)
@@ -177,6 +178,42 @@ static int left(const uint8_t *flags, size_t n)
         if (flags[i])
             return 1;
     return 0;
+}
+
+void pc_xcall_start(struct pc_xcall *c, uint64_t epoch, uint64_t adverts, uint64_t sig,
+                    uint32_t code, int64_t block)
+{
+    size_t n = c->x->n, me = c->x->me;
+    uint64_t word = pc_notice_word(epoch, code, (uint32_t)block);
+    for (size_t q = 0; q < n; q++) {
+        if (c->expected && block >= 0)
+            ((uint64_t *)c->expected)[q] = word;   /* the call's own array */
+        c->unsent[q] = c->waiting[q] = q != me;
+    }
+    c->epoch = epoch;
+    c->adverts = adverts;
+    c->sig = sig;
+    c->code = code;
+    c->next = 1;
+    c->advertised = 0;
+    c->nevents = 0;
+    c->failed_in = 0;
+}
+
+void pc_xcall_advert(struct pc_xcall *c, uint64_t addr, uint64_t bytes, uint32_t rkey)
+{
+    struct pc_advert record = {addr, bytes, rkey, 0, c->epoch, c->sig};
+    memcpy((void *)c->record, &record, sizeof record);
+}
+
+int pc_xcall_arrived(struct pc_xcall *c, size_t peer)
+{
+    int rc = pc_xport_poll(c->x);
+    if (rc < 0)
+        return rc;
+    return current(c, PC_DATA, c->epoch, peer) ||
+           ((c->scheme == PC_ZCOPY || c->scheme == PC_STEP) &&
+            current(c, PC_ADVERT, c->adverts, peer));
 }
 
 int pc_xcall_run(struct pc_xcall *c, int64_t timeout_ns)

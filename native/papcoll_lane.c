@@ -181,20 +181,9 @@ static PyObject *xlane_alltoall(PyObject *module, PyObject *const *args, Py_ssiz
     char *recv = r.buf;
     uint64_t epoch = ++*lane->epoch;
     struct pc_xcall *c = xl->calls[epoch % 2];
-    size_t n = c->x->n, me = c->x->me, block = (size_t)lane->nbytes / n;
-    uint64_t word = ((epoch & PC_SEQ_MASK) << 40) | ((uint64_t)c->code << 32) | (uint32_t)block;
-    uint64_t *expected = (uint64_t *)c->expected;   /* the lane's own array */
-    for (size_t q = 0; q < n; q++) {
-        expected[q] = word;
-        c->unsent[q] = c->waiting[q] = q != me;
-    }
-    c->epoch = epoch;
-    c->adverts = *xl->adverts;
+    size_t me = c->x->me, block = (size_t)lane->nbytes / c->x->n;
+    pc_xcall_start(c, epoch, *xl->adverts, c->sig, c->code, (int64_t)block);
     c->out = recv;
-    c->next = 1;
-    c->advertised = 0;
-    c->nevents = 0;
-    c->failed_in = 0;
     if (in_place) {
         memcpy(xl->spare, recv, (size_t)lane->nbytes);
         c->src = xl->spare;

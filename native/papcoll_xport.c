@@ -113,8 +113,7 @@ static int verbs_put(struct pc_xport *x, size_t peer, int dest, uint64_t offset,
     }
     if (kind >= 0) {
         wr.opcode = PCV_WRITE_WITH_IMM;
-        wr.imm_data = htonl(((uint32_t)kind << (PC_SEQ_BITS + 8)) | (code << PC_SEQ_BITS) |
-                            (uint32_t)(seq & PC_SEQ_MASK));
+        wr.imm_data = htonl(pc_imm(kind, seq, code));
     } else {
         wr.opcode = PCV_WRITE;
     }
@@ -199,10 +198,8 @@ static int verbs_poll(struct pc_xport *x)
                 return rc < 0 ? rc : fail(x, peer, wc[i].status, (int)wc[i].vendor_err);
             }
             uint32_t imm = ntohl(wc[i].imm_data);
-            uint32_t kind = imm >> (PC_SEQ_BITS + 8), code = (imm >> PC_SEQ_BITS) & 0xFF;
-            uint64_t seq = imm & PC_SEQ_MASK;
-            x->boards[(kind * 2 + seq % 2) * x->n + peer] =
-                (seq << 40) | ((uint64_t)code << 32) | wc[i].byte_len;
+            x->boards[pc_board_index(pc_imm_kind(imm), imm, x->n, peer)] =
+                pc_imm_word(imm, wc[i].byte_len);
             int rc = pc_xport_post_receives(x, peer, 1);
             if (rc < 0)
                 return rc;
@@ -296,10 +293,8 @@ static int mpi_put(struct pc_xport *x, size_t peer, int dest, uint64_t offset,
         m->dirty[peer] |= (uint8_t)window;
     }
     if (kind >= 0) {                      /* queued: pc_xport_flush puts it after the data */
-        m->queued[kind * x->n + peer] = ((seq & PC_SEQ_MASK) << 40) |
-                                        ((uint64_t)code << 32) | (uint32_t)len;
-        m->notice_at[kind * x->n + peer] = ((uint64_t)kind * 2 + seq % 2) * x->n * 8 +
-                                           x->me * 8;
+        m->queued[kind * x->n + peer] = pc_notice_word(seq, code, (uint32_t)len);
+        m->notice_at[kind * x->n + peer] = pc_board_index(kind, seq, x->n, x->me) * 8;
     }
     return 0;
 }

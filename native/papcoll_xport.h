@@ -9,9 +9,8 @@
  * engine alike (transport/base.py states the contract; this is its only implementation).
  *
  * Notices. A put may carry a notice (kind, sequence number, signature code); the receiver's
- * board gets a notice word (seq << 40 | code << 32 | length) in bank seq % 2, where length is
- * the data's. verbs: one RDMA WRITE_WITH_IMM, immediate = kind << 31 | code << 23 | seq (low
- * 23 bits), in network byte order; the receive completion (after the data is placed) gives the
+ * board gets a notice word (pc_notice_word: the data's length too) in bank seq % 2. verbs:
+ * one RDMA WRITE_WITH_IMM (pc_imm); the receive completion (after the data is placed) gives the
  * length; the board is this process's memory, updated by pc_xport_poll. MPI RMA: the data, a
  * flush of its window at the target, then a put of the notice word into the boards' window
  * (which is the board), once the data is complete there (struct pc_mpi).
@@ -28,6 +27,52 @@
 #define PC_DATA 1
 #define PC_SEQ_BITS 23
 #define PC_SEQ_MASK ((UINT64_C(1) << PC_SEQ_BITS) - 1)
+
+/* ---- the wire formats: written here and nowhere else ------------------------------------ */
+
+/* The notice word on a board: seq << 40 | code << 32 | length. */
+static inline uint64_t pc_notice_word(uint64_t seq, uint32_t code, uint32_t len)
+{
+    return ((seq & PC_SEQ_MASK) << 40) | ((uint64_t)(code & 0xFF) << 32) | len;
+}
+/* Whether word is the notice of sequence number seq (not a stale or a future one). */
+static inline int pc_notice_current(uint64_t word, uint64_t seq)
+{
+    return ((word >> 40) & PC_SEQ_MASK) == (seq & PC_SEQ_MASK);
+}
+static inline uint32_t pc_notice_code(uint64_t word) { return (uint32_t)(word >> 32) & 0xFF; }
+static inline uint32_t pc_notice_len(uint64_t word) { return (uint32_t)word; }
+
+/* Where the notice word of kind, sequence seq, from peer lies among a board's n x 2 x kinds
+ * words: bank seq % 2, so call k's word stays readable while call k + 1's lands. */
+static inline size_t pc_board_index(int kind, uint64_t seq, size_t n, size_t peer)
+{
+    return ((size_t)kind * 2 + seq % 2) * n + peer;
+}
+
+/* verbs: the 32-bit immediate of a notice (host order; the wire's is network order):
+ * kind << 31 | code << 23 | seq (low 23 bits). Its word is made with the length the receive
+ * completion reports. */
+static inline uint32_t pc_imm(int kind, uint64_t seq, uint32_t code)
+{
+    return ((uint32_t)kind << (PC_SEQ_BITS + 8)) | ((code & 0xFF) << PC_SEQ_BITS) |
+           (uint32_t)(seq & PC_SEQ_MASK);
+}
+static inline int pc_imm_kind(uint32_t imm) { return (int)(imm >> (PC_SEQ_BITS + 8)); }
+static inline uint64_t pc_imm_word(uint32_t imm, uint32_t len)
+{
+    return pc_notice_word(imm & PC_SEQ_MASK, (imm >> PC_SEQ_BITS) & 0xFF, len);
+}
+
+/* The advert record a process writes at each peer for a zero-copy call: where its exposed
+ * receive buffer is, and which call it is for (epoch, full signature). */
+struct pc_advert {
+    uint64_t addr, bytes;
+    uint32_t rkey, pad;
+    uint64_t epoch, sig;
+};
+#define PC_ADVERT_BYTES 40
+_Static_assert(sizeof(struct pc_advert) == PC_ADVERT_BYTES, "advert record");
 
 /* Where a put goes at the peer. */
 #define PC_TO_ADVERTS 0 /* the peer's advert record for me: offset within its adverts area */
@@ -145,16 +190,14 @@ int pc_xport_post_receives(struct pc_xport *x, size_t peer, size_t count);
 #define PC_STEP 3   /* zero-copy in step order: wait for rank + i's advertisement (Direct) */
 #define PC_ORDER 4  /* copy-based writes in step order, at once (the masters of shm_direct) */
 
-#define PC_ADVERT_BYTES 40   /* address, bytes, key, pad, epoch, signature (transport/base.py) */
-
 #define PC_SEEN 0            /* trace events: a peer's arrival seen, my data sent, its landed */
 #define PC_SENT 1
 #define PC_RECEIVED 2
 #define PC_GATHERED 3        /* a post of the gate served (peer: its index there) */
 
-/* Where a call fails: a peer (failed_peer) whose notice word or advert record (failed_word,
- * failed_sig) is not this call's, or whose header is not (PC_IN_HEADER), or a post of the
- * gate (PC_IN_GATE; failed_peer: its source). */
+/* Where a call fails: a peer (failed_peer) whose notice word (PC_IN_NOTICE: failed_code and
+ * failed_len, what it carried), advert record or header (failed_sig: its signature) is not
+ * this call's, or a post of the gate (PC_IN_GATE; failed_peer: its source). */
 #define PC_IN_NOTICE 1
 #define PC_IN_ADVERT 2
 #define PC_IN_HEADER 3
@@ -226,8 +269,25 @@ struct pc_xcall {
     size_t nevents, max_events;
     int failed_in;
     size_t failed_peer;
-    uint64_t failed_word;
+    uint64_t failed_sig;
+    uint32_t failed_code, failed_len;
 };
+
+/* A call begins, the one set-up of a call (Exchange and fast lane alike): c is call epoch
+ * (adverts: the zero-copy calls so far, this one included if it is one) of signature sig and
+ * signature code code; every peer but me is to be sent to and heard from; where c expects
+ * notice words (expected set) and block >= 0, each peer's is its DATA notice of block bytes
+ * (expected[] is the caller's own when block < 0). */
+void pc_xcall_start(struct pc_xcall *c, uint64_t epoch, uint64_t adverts, uint64_t sig,
+                    uint32_t code, int64_t block);
+
+/* Zero-copy: this call's advert record (into c->record) for my receive buffer at addr, of
+ * bytes bytes, under rkey; call after pc_xcall_start. */
+void pc_xcall_advert(struct pc_xcall *c, uint64_t addr, uint64_t bytes, uint32_t rkey);
+
+/* Whether peer's arrival signal for c is on my boards, after a poll: its DATA notice of this
+ * call, or, zero-copy, its advertisement. 1, 0, or a poll's -errno. */
+int pc_xcall_arrived(struct pc_xcall *c, size_t peer);
 
 /* Run the call for at most timeout_ns: 1 when done (my writes complete too), -ETIMEDOUT when
  * not yet (run again), -EPROTO when a peer's call differs (failed_*), -EIO or another -errno

@@ -21,7 +21,8 @@ NATIVE = Path(__file__).resolve().parent.parent / "native"
 # ctypes class -> the C struct it mirrors
 MIRRORS = {xport.VPeer: "pc_vpeer", xport.Mpi: "pc_mpi", xport.XPortStruct: "pc_xport",
            xport.Gate: "pc_gate", xport.XCallStruct: "pc_xcall", xport.XLaneStruct: "pc_xlane",
-           xport.MLaneStruct: "pc_mlane", loops._Exchange: "pc_exchange", loops._Lane: "pc_lane"}
+           xport.MLaneStruct: "pc_mlane", xport.Advert: "pc_advert",
+           loops._Exchange: "pc_exchange", loops._Lane: "pc_lane"}
 
 
 def test_every_mirror_is_checked():

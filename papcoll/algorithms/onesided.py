@@ -50,11 +50,8 @@ from ..native import EMSGSIZE, EPROTO, ETIMEDOUT, xport
 from ..native.lib import address
 from ..progress import CHECK_EVERY, Deadline
 from ..transport import open_transport
-from ..transport.base import (ADVERT, ADVERT_BYTES, ADVERT_RECORD, DATA, DESCRIPTOR, SEQ_MASK,
-                              code_of, length_of, notice_word, seq_of)
 from .registry import Algorithm, describe
 
-ZERO_COPY = (xport.ZCOPY, xport.STEP)
 EVENTS = ("seen", "sent", "received", "received")     # the engine's, by kind (PC_SEEN...)
 
 
@@ -90,15 +87,11 @@ class Exchange:
     def mismatch(self, peer, theirs):
         return self.algo.mismatch(self.ranks[peer], theirs, self.sig)
 
-    def start(self, c):
-        """Make ``c`` (a prepared call) this call: sequence numbers, signature, every peer to
-        be sent to and heard from."""
-        s = c.s
-        s.epoch, s.adverts, s.sig, s.code = self.epoch, self.adverts, self.sig, \
-            signature.code_of(self.sig)
-        c.unsent[:] = c.waiting[:] = 1
-        c.unsent[self.rank] = c.waiting[self.rank] = 0
-        s.next, s.advertised, s.nevents, s.failed_in = 1, 0, 0, 0
+    def start(self, c, block=-1):
+        """Make ``c`` (a prepared call) this call (xport.start: sequence numbers, signature,
+        every peer to be sent to and heard from, and with ``block`` >= 0 the notice expected
+        from each)."""
+        xport.start(c.s, self.epoch, self.adverts, self.sig, signature.code_of(self.sig), block)
 
     def run(self, scheme, block, send, recv, slot=0):
         """One call of Direct among these processes, of ``block`` bytes per peer, from
@@ -107,11 +100,9 @@ class Exchange:
         c = self.prepare(scheme, block, slot)
         if scheme != xport.COPY:
             self.adverts += 1
-            record = ADVERT_RECORD.pack(*DESCRIPTOR.unpack(self.transport.expose(recv.data)),
-                                        self.epoch, self.sig)
-            c.record[:] = np.frombuffer(record, np.uint8)
-        self.start(c)
-        c.expected[:] = notice_word(self.epoch, c.s.code, block)
+        self.start(c, block)
+        if scheme != xport.COPY:
+            xport.advert(c.s, *self.transport.expose(recv.data))
         c.s.src, c.s.lkey = address(send.data), self.transport.source_key(send.data)
         c.s.out = address(recv.data) if scheme == xport.COPY else None
         try:
@@ -184,8 +175,7 @@ class Exchange:
                 raise rendezvous.timed_out(comm, f"{self.algo.name} {what}", still,
                                            self.deadline.timeout)
             rendezvous.elsewhere(comm, still, int, f"{describe(self.sig)} ({what})",
-                                 lambda rank: self.arrived(ranks.index(rank),
-                                                           c.s.scheme in ZERO_COPY))
+                                 lambda rank: self.arrived(c, ranks.index(rank)))
 
     def failure(self, c, rc, what, gate=None):
         """Raise the error of the engine's call ``c`` that ended with ``rc``."""
@@ -197,15 +187,14 @@ class Exchange:
             raise self.too_small(self.transport.native.s.failed_peer)
         self.transport.failed(rc, what)
 
-    def arrived(self, peer, zero_copy):
-        """Whether ``peer``'s arrival signal for this call is here (its data, or in a
-        ``zero_copy`` call its advertisement), as of a poll now: what a wait's check reads once
-        a message from peer is there, which peer sent after that signal was visible."""
-        self.transport.poll()
-        board = self.transport.board
-        return (seq_of(int(board(DATA, self.epoch % 2)[peer])) == self.epoch & SEQ_MASK
-                or zero_copy and seq_of(int(board(ADVERT, self.adverts % 2)[peer]))
-                == self.adverts & SEQ_MASK)
+    def arrived(self, c, peer):
+        """Whether ``peer``'s arrival signal for the call ``c`` is here (its data, or in a
+        zero-copy call its advertisement), as of a poll now: what a wait's check reads once a
+        message from peer is there, which peer sent after that signal was visible."""
+        rc = xport.arrived(c.s, peer)
+        if rc < 0:
+            self.transport.failed(rc, "polling")
+        return rc == 1
 
     def awaited(self, c):
         """The peers the engine's call ``c`` waits for: in the zero-copy schemes, those whose
@@ -228,10 +217,9 @@ class Exchange:
                              f"every rank must choose the same algorithm", [rank])
 
     def disagreement(self, s):
-        peer, word = s.failed_peer, s.failed_word
-        if s.failed_in == xport.IN_NOTICE:
-            return self.mismatch(peer, signature.make(code_of(word), length_of(word)))
-        return self.mismatch(peer, word)
+        if s.failed_in == xport.IN_NOTICE:    # a notice carries a code and a length
+            return self.mismatch(s.failed_peer, signature.make(s.failed_code, s.failed_len))
+        return self.mismatch(s.failed_peer, s.failed_sig)
 
     def replay(self, c, gate):
         """The engine's events of this slice, into the Communicator's trace."""
@@ -290,7 +278,7 @@ class _Call:
     def __init__(self, x, scheme, events, gate=None, **arrays):
         n, t = x.size, x.transport
         self.unsent, self.waiting = np.zeros(n, np.uint8), np.zeros(n, np.uint8)
-        self.record = np.zeros(ADVERT_BYTES, np.uint8)
+        self.record = np.zeros(xport.ADVERT_BYTES, np.uint8)
         self.events = np.zeros(2 * events, np.int64)
         self.gate = gate
         fields = {}

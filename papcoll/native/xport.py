@@ -67,17 +67,29 @@ class XCallStruct(c.Structure):
                 ("hand_dst", _p), ("hand_len", _size), ("gate", c.POINTER(Gate)),
                 ("unsent", _p), ("waiting", _p), ("next", _size), ("advertised", _int),
                 ("events", _p), ("nevents", _size), ("max_events", _size), ("failed_in", _int),
-                ("failed_peer", _size), ("failed_word", _u64)]
+                ("failed_peer", _size), ("failed_sig", _u64), ("failed_code", _u32),
+                ("failed_len", _u32)]
 
 
-_X = c.POINTER(XPortStruct)
+class Advert(c.Structure):
+    """The advert record (struct pc_advert): C writes it (pc_xcall_advert) and reads it; Python
+    reads one only to test a transport by itself."""
+    _fields_ = [("addr", _u64), ("bytes", _u64), ("rkey", _u32), ("pad", _u32), ("epoch", _u64),
+                ("sig", _u64)]
+
+
+ADVERT_BYTES = c.sizeof(Advert)
+_X, _XC = c.POINTER(XPortStruct), c.POINTER(XCallStruct)
 for _name, _args in [("pc_xport_put", [_X, _size, _int, _u64, _u32, _p, _size, _u32, _int,
                                        _u64, _u32, _int]),
                      ("pc_xport_flush", [_X]), ("pc_xport_poll", [_X]),
                      ("pc_xport_complete", [_X, c.c_int64]),
                      ("pc_xport_post_receives", [_X, _size, _size]),
-                     ("pc_xcall_run", [c.POINTER(XCallStruct), c.c_int64])]:
+                     ("pc_xcall_run", [_XC, c.c_int64]), ("pc_xcall_arrived", [_XC, _size])]:
     getattr(lib, _name).restype, getattr(lib, _name).argtypes = _int, _args
+lib.pc_xcall_start.restype, lib.pc_xcall_start.argtypes = None, [_XC, _u64, _u64, _u64, _u32,
+                                                                 c.c_int64]
+lib.pc_xcall_advert.restype, lib.pc_xcall_advert.argtypes = None, [_XC, _u64, _u64, _u32]
 
 
 def mpi_library():
@@ -130,6 +142,23 @@ class XPort:
 
 def run(call, timeout_ns):
     return lib.pc_xcall_run(c.byref(call), timeout_ns)
+
+
+def start(call, epoch, adverts, sig, code, block=-1):
+    """pc_xcall_start: ``call`` (an XCallStruct) is call ``epoch`` of signature ``sig``; every
+    peer awaited; ``block`` >= 0: each peer's DATA notice is expected with that many bytes."""
+    lib.pc_xcall_start(c.byref(call), epoch, adverts, sig, code, block)
+
+
+def advert(call, address, nbytes, rkey):
+    """pc_xcall_advert: the call's advert record, for my receive buffer (an exposed one)."""
+    lib.pc_xcall_advert(c.byref(call), address, nbytes, rkey)
+
+
+def arrived(call, peer):
+    """pc_xcall_arrived: 1 if ``peer``'s arrival signal for ``call`` is here, after a poll;
+    0 if not; a poll's -errno."""
+    return lib.pc_xcall_arrived(c.byref(call), peer)
 
 
 

@@ -6,15 +6,17 @@ peers can write into:
 * **notice boards**: for each kind of notice (``ADVERT``: my receive buffer is exposed and my
   advert record at you describes it; ``DATA``: my block for you has landed), two banks of one
   64-bit word per peer, written only by that peer. A notice is a **notice word**: the notice's
-  sequence number (the k-th notice of its kind from that peer; low ``SEQ_BITS`` bits), the
-  signature code of the sender's call, and the length of the data written with it (low 32
-  bits), in the bank ``seq % 2``. Sequence numbers of a kind grow by one per call that sends
-  one, and no process is more than one call ahead of another, so two banks keep the word of
-  call k readable while call k + 1's lands, and the sequence number tells a current word
-  from a stale one.
+  sequence number (the k-th notice of its kind from that peer, its low bits), the signature
+  code of the sender's call, and the length of the data written with it, in the bank
+  ``seq % 2``. Sequence numbers of a kind grow by one per call that sends one, and no process
+  is more than one call ahead of another, so two banks keep the word of call k readable while
+  call k + 1's lands, and the sequence number tells a current word from a stale one.
 * **ADVERTS**: one record of ``ADVERT_BYTES`` per peer, written only by that peer: where its
-  exposed receive buffer is (``DESCRIPTOR``: address, bytes, rkey), which call it is for, and
-  that call's full signature.
+  exposed receive buffer is (a :data:`Descriptor`), which call it is for, and that call's full
+  signature.
+
+The notice word and the advert record are encoded in C only (native/papcoll_xport.h, "the
+wire formats"); Python asks the engine whether a peer's signal is here (xport.arrived).
 * **INBOX**: memory peers write into at offsets the caller's algorithm lays out (pap_direct: 2
   banks x ``size`` slots, the bank being the call's parity). The transport allocates it, or
   exposes memory the caller supplies -- the hierarchical algorithms' node segment, which
@@ -32,19 +34,16 @@ the engine that runs whole calls (native/papcoll_exchange.c): a transport also o
 its ADVERTS records), ``inline`` (the largest source that needs no registration),
 ``source_key(data)`` and ``failed(rc, what)`` (the error of a native call that failed).
 """
+import collections
 import ctypes
-import struct
 
 from .. import rendezvous
+from ..native.xport import ADVERT_BYTES
 
 ADVERT, DATA = 0, 1
 KINDS = 2
 ADVERTS, INBOX = "adverts", "inbox"
-SEQ_BITS = 23                     # what fits beside a kind bit and a code in a 32-bit immediate
-SEQ_MASK = (1 << SEQ_BITS) - 1
-DESCRIPTOR = struct.Struct("<QQI4x")          # exposed buffer: address, bytes, rkey
-ADVERT_RECORD = struct.Struct("<QQI4xQQ")     # descriptor, then the call's epoch and signature
-ADVERT_BYTES = ADVERT_RECORD.size
+Descriptor = collections.namedtuple("Descriptor", "address nbytes rkey")   # an exposed buffer
 
 
 def keep(memory):
@@ -53,24 +52,6 @@ def keep(memory):
     which runs after the interpreter has dropped its modules, may still deliver such a put.
     So the reference is one that no shutdown drops (a list would be emptied with its module)."""
     ctypes.pythonapi.Py_IncRef(ctypes.py_object(memory))
-
-
-def notice_word(seq, code, length):
-    """The notice word of the ``seq``-th notice of a kind, from a call of signature code
-    ``code``, carrying ``length`` bytes of data."""
-    return ((seq & SEQ_MASK) << 40) | (code << 32) | (length & 0xFFFFFFFF)
-
-
-def seq_of(word):
-    return (word >> 40) & SEQ_MASK
-
-
-def code_of(word):
-    return (word >> 32) & 0xFF
-
-
-def length_of(word):
-    return word & 0xFFFFFFFF
 
 
 class Transport:
@@ -112,12 +93,12 @@ class Transport:
         raise NotImplementedError
 
     def advert(self, peer):
-        """The advert record ``peer`` last wrote into my ADVERTS (``ADVERT_BYTES`` bytes)."""
+        """The advert record ``peer`` last wrote into my ADVERTS (an xport.Advert)."""
         raise NotImplementedError
 
     def expose(self, array):
-        """Make ``array`` (uint8, my receive buffer) writable by peers; return its descriptor
-        (``DESCRIPTOR``). Registrations never keep the array alive (regcache.py). An empty
+        """Make ``array`` (uint8, my receive buffer) writable by peers; return its
+        :data:`Descriptor`. Registrations never keep the array alive (regcache.py). An empty
         array registers nothing (verbs cannot register 0 bytes): its descriptor takes only
         empty puts, which still carry their notice."""
         raise NotImplementedError

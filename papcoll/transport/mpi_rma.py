@@ -29,7 +29,7 @@ from mpi4py import MPI
 
 from ..errors import PapcollTimeoutError, TransportError
 from ..native import ETIMEDOUT, xport
-from .base import ADVERT_BYTES, ADVERTS, DESCRIPTOR, INBOX, KINDS, Transport, keep
+from .base import ADVERT_BYTES, ADVERTS, INBOX, KINDS, Descriptor, Transport, keep
 from .regcache import RegistrationCache, owner
 
 _FUNCTIONS = ("MPI_Rput", "MPI_Test", "MPI_Win_flush", "MPI_Win_flush_local_all",
@@ -84,20 +84,20 @@ class MpiRmaTransport(Transport):
 
     def advert(self, peer):
         at = self._adverts_at + peer * ADVERT_BYTES
-        return self.mem[at:at + ADVERT_BYTES].tobytes()
+        return xport.Advert.from_buffer_copy(self.mem[at:at + ADVERT_BYTES])
 
     def expose(self, array):
         if not array.nbytes:       # nothing to attach: an empty put touches no memory
-            return DESCRIPTOR.pack(0, 0, 0)
+            return Descriptor(0, 0, 0)
         return self.cache.get(array)
 
     def _attach(self, array):
         address = MPI.Get_address(array)
         self.dyn.Attach(MPI.buffer.fromaddress(address, array.nbytes))   # no reference kept
-        return DESCRIPTOR.pack(address, array.nbytes, 0)
+        return Descriptor(address, array.nbytes, 0)
 
     def _detach(self, descriptor):
-        address, nbytes, _ = DESCRIPTOR.unpack(descriptor)
+        address, nbytes, _ = descriptor
         self.dyn.Detach(MPI.buffer.fromaddress(address, nbytes))
 
     def _native(self, comm):
@@ -127,7 +127,7 @@ class MpiRmaTransport(Transport):
         elif dest is INBOX:
             where, rkey = xport.TO_INBOX, 0
         else:
-            address, nbytes, rkey = DESCRIPTOR.unpack(dest)
+            address, nbytes, rkey = dest
             if offset + data.nbytes > nbytes:
                 raise TransportError(f"put of {data.nbytes} bytes at {offset} overruns rank "
                                      f"{self.names[peer]}'s exposed buffer of {nbytes} bytes")

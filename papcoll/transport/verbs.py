@@ -30,7 +30,7 @@ import numpy as np
 from .. import config
 from ..errors import PapcollTimeoutError, TransportError
 from ..native import ETIMEDOUT, now_ns, xport
-from .base import ADVERT_BYTES, ADVERTS, DESCRIPTOR, INBOX, KINDS, Transport
+from .base import ADVERT_BYTES, ADVERTS, INBOX, KINDS, Descriptor, Transport
 from .regcache import RegistrationCache, owner
 
 _RECVS_PER_PEER = 16        # a peer has at most a few notices in flight to me (one epoch ahead)
@@ -196,12 +196,12 @@ class VerbsTransport(Transport):
 
     def advert(self, peer):
         at = peer * ADVERT_BYTES
-        return self._local.fixed[at:at + ADVERT_BYTES].tobytes()
+        return xport.Advert.from_buffer_copy(self._local.fixed[at:at + ADVERT_BYTES])
 
     def expose(self, array):
         L = self._local
         if not array.nbytes:       # no MR can be empty: empty writes land in valid scratch
-            return DESCRIPTOR.pack(L.fixed_addr + L.scratch_at, 0, L.fixed_mr.rkey)
+            return Descriptor(L.fixed_addr + L.scratch_at, 0, L.fixed_mr.rkey)
         return L.exposed.get(array)[0]
 
     def source_key(self, data):
@@ -214,7 +214,7 @@ class VerbsTransport(Transport):
         if dest is ADVERTS or dest is INBOX:
             where, rkey = (xport.TO_ADVERTS if dest is ADVERTS else xport.TO_INBOX), 0
         else:
-            address, nbytes, rkey = DESCRIPTOR.unpack(dest)
+            address, nbytes, rkey = dest
             if offset + data.nbytes > nbytes:
                 raise TransportError(f"put of {data.nbytes} bytes at {offset} overruns rank "
                                      f"{self.names[peer]}'s exposed buffer of {nbytes} bytes")
@@ -318,7 +318,7 @@ class _Local:
     def _expose(self, array):
         access = self.e.IBV_ACCESS_LOCAL_WRITE | self.e.IBV_ACCESS_REMOTE_WRITE
         region = self.mr.MR(self.pd, array.nbytes, access, address=array.ctypes.data)
-        return DESCRIPTOR.pack(array.ctypes.data, array.nbytes, region.rkey), region
+        return Descriptor(array.ctypes.data, array.nbytes, region.rkey), region
 
     def close(self):
         for cache in (getattr(self, "exposed", None), getattr(self, "sources", None)):

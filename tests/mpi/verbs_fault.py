@@ -25,7 +25,6 @@ sys.path.insert(0, os.path.dirname(__file__))
 import pattern  # noqa: E402
 
 import papcoll  # noqa: E402
-from papcoll.transport.base import DESCRIPTOR  # noqa: E402
 
 world = MPI.COMM_WORLD
 rank, size = world.Get_rank(), world.Get_size()
@@ -56,8 +55,8 @@ def sabotage(transport):
         expose = transport.expose
 
         def wrong_key(array):
-            address, nbytes, rkey = DESCRIPTOR.unpack(expose(array))
-            return DESCRIPTOR.pack(address, nbytes, rkey ^ BAD)
+            descriptor = expose(array)
+            return descriptor._replace(rkey=descriptor.rkey ^ BAD)
         transport.expose = wrong_key
     elif name == "pap_direct_copy" and rank == 0:
         transport.peers[1].inbox_rkey ^= BAD       # what the native writes use

@@ -12,9 +12,39 @@ from mpi4py import MPI
 
 from papcoll.errors import TransportError
 from papcoll.progress import Deadline, wait_until
-from papcoll.transport.base import (ADVERT, ADVERT_BYTES, ADVERTS, DATA, DESCRIPTOR, INBOX,
-                                    SEQ_BITS, code_of, length_of, notice_word, seq_of)
+from papcoll.native.xport import ADVERT_BYTES, Advert
+from papcoll.transport.base import ADVERT, ADVERTS, DATA, INBOX, Descriptor
 from papcoll.transport.verbs import VerbsTransport
+
+# The notice word as native/papcoll_xport.h documents it, written out here to check the C
+# encoding from outside: seq (23 bits, what a 32-bit immediate holds) << 40 | code << 32 | length.
+SEQ_BITS = 23
+
+
+def notice_word(seq, code, length):
+    return ((seq % (1 << SEQ_BITS)) << 40) | (code << 32) | length
+
+
+def seq_of(word):
+    return word >> 40
+
+
+def code_of(word):
+    return (word >> 32) & 0xFF
+
+
+def length_of(word):
+    return word & 0xFFFFFFFF
+
+
+def record_for(descriptor):
+    """An advert record for ``descriptor`` (epoch and signature: the transport never reads
+    them), as the bytes a put sends."""
+    return np.frombuffer(bytes(Advert(*descriptor, 0, 1, 7)), np.uint8)
+
+
+def descriptor_of(advert):
+    return Descriptor(advert.addr, advert.bytes, advert.rkey)
 
 comm = MPI.COMM_WORLD.Dup()
 rank, size = comm.Get_rank(), comm.Get_size()
@@ -44,11 +74,9 @@ assert np.array_equal(t.inbox[at:at + SLOT], np.arange(SLOT, dtype=np.uint8) ^ l
 
 # 2. Expose a receive buffer, advertise it, and write into it from the left neighbour.
 recv = np.zeros(4096 + 3, np.uint8)
-record = np.zeros(ADVERT_BYTES, np.uint8)
-record[:DESCRIPTOR.size] = np.frombuffer(t.expose(recv), np.uint8)
-t.put(left, ADVERTS, rank * ADVERT_BYTES, record, notice=(ADVERT, 1, 7))
+t.put(left, ADVERTS, rank * ADVERT_BYTES, record_for(t.expose(recv)), notice=(ADVERT, 1, 7))
 wait_notice(ADVERT, right, 1)
-descriptor = t.advert(right)[:DESCRIPTOR.size]
+descriptor = descriptor_of(t.advert(right))
 payload = np.full(4096 + 3, rank + 1, np.uint8)            # above the inline size: registered
 t.put(right, descriptor, 0, payload, notice=(DATA, 2, 7))
 assert length_of(wait_notice(DATA, left, 2)) == 4096 + 3
@@ -64,11 +92,11 @@ t.complete()
 # empty; CI once hit EINVAL here -- and still takes the empty write that carries the notice.
 before = len(t._local.exposed)
 empty = np.empty(0, np.uint8)
-record[:DESCRIPTOR.size] = np.frombuffer(t.expose(empty), np.uint8)
+record = record_for(t.expose(empty))
 assert len(t._local.exposed) == before
 t.put(left, ADVERTS, rank * ADVERT_BYTES, record, notice=(ADVERT, 2, 7))
 wait_notice(ADVERT, right, 2)
-t.put(right, t.advert(right)[:DESCRIPTOR.size], 0, empty, notice=(DATA, 3, 7))
+t.put(right, descriptor_of(t.advert(right)), 0, empty, notice=(DATA, 3, 7))
 assert length_of(wait_notice(DATA, left, 3)) == 0
 t.complete()
 
@@ -90,8 +118,7 @@ assert len(t._local.exposed) == before
 # 5. A failing write reports the device's status text.
 comm.Barrier()
 if rank == 0:
-    address, nbytes, rkey = DESCRIPTOR.unpack(descriptor)
-    bad = DESCRIPTOR.pack(address, nbytes, rkey ^ 0x5A5A5A)
+    bad = descriptor._replace(rkey=descriptor.rkey ^ 0x5A5A5A)
     try:
         t.put(right, bad, 0, payload, notice=None)
         t.complete()
