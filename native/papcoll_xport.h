@@ -5,8 +5,8 @@
  * Python sets a transport up -- pyverbs makes the device context, PD, MRs, CQs and QPs; mpi4py
  * the MPI windows -- and fills a struct pc_xport with what the hot path needs: raw verbs
  * objects, or the MPI library's functions and handles. From then on every put, every poll of
- * completions and every "complete" runs here, once, for Python's Transport methods and for the
- * engine alike (transport/base.py states the contract; this is its only implementation).
+ * completions and every "complete" runs here, for the engine (transport/base.py states the
+ * contract; this is its only implementation).
  *
  * Notices. A put may carry a notice (kind, sequence number, signature code); the receiver's
  * board gets a notice word (pc_notice_word: the data's length too) in bank seq % 2. verbs:

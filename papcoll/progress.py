@@ -6,12 +6,10 @@ waiter steals the core from the very peer it waits for. The native core spins an
 itself (native/papcoll_native.c); Python owns the rest: the :class:`Deadline`, the native ``SLICE``
 that bounds any one native wait so that Ctrl-C gets through between two, and the error --
 every wait ends by the deadline with a :class:`PapcollTimeoutError` that names the ranks still
-missing. Waits polled from Python (the one-sided algorithms, the set-up meetings) back off with
-:class:`Backoff`.
+missing. Waits polled from Python (the set-up meetings) back off with :class:`Backoff`.
 """
 import time
 
-from .errors import PapcollTimeoutError
 from .native.lib import SLICE
 
 _SPINS = 64           # polls before the first yield: the common case when peers are near
@@ -66,48 +64,3 @@ def wait(step, deadline, error, between=None):
             raise error()
         if between is not None:
             between()
-
-
-def serve_as_ready(pending, ready, serve, deadline, what, ranks=lambda peers: peers, idle=None,
-                   check=None):
-    """Serve every peer of ``pending`` as soon as ``ready(peer)``, in arrival order.
-
-    ``pending`` is scanned in the order given (callers start at their own successor so that
-    simultaneous arrivals spread the load); one late peer never holds up a ready one.
-    ``ranks(peers)`` maps still-pending peers to user ranks for the timeout error. ``idle()``
-    (optional) runs when no peer was ready: it may do other useful work (then it returns True
-    and the wait does not back off) or drive progress (then it returns False). ``check(still)``
-    (optional) runs at most every CHECK_EVERY seconds while nothing moves, with the peers still
-    pending: it raises when one of them will not come (so a wait need not last to the deadline).
-    """
-    pending = list(pending)
-    backoff = Backoff()
-    next_check = time.monotonic() + CHECK_EVERY
-    while pending:
-        still = []
-        for peer in pending:
-            if ready(peer):
-                serve(peer)
-            else:
-                still.append(peer)
-        if len(still) < len(pending) or (idle is not None and idle()):
-            backoff.reset()
-        elif deadline.expired():
-            raise PapcollTimeoutError(what, ranks(still), deadline.timeout)
-        else:
-            if check is not None and time.monotonic() >= next_check:
-                check(still)
-                next_check = time.monotonic() + CHECK_EVERY
-            backoff.pause()
-        pending = still
-
-
-def wait_until(done, deadline, what, missing, progress=None):
-    """Wait until ``done()``; at the deadline raise naming the ranks ``missing()`` returns."""
-    backoff = Backoff()
-    while not done():
-        if deadline.expired():
-            raise PapcollTimeoutError(what, missing(), deadline.timeout)
-        if progress is not None:
-            progress()
-        backoff.pause()

@@ -13,6 +13,7 @@ from .loops import _Lane, arm
 from .. import _native
 
 PC_VERBS, PC_MPI = 1, 2
+ADVERT, DATA = 0, 1
 TO_ADVERTS, TO_INBOX, TO_EXPOSED = 0, 1, 2
 COPY, ZCOPY, STEP, ORDER = 1, 2, 3, 4
 SEEN, SENT, RECEIVED, GATHERED = 0, 1, 2, 3

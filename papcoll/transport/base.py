@@ -14,35 +14,29 @@ peers can write into:
 * **ADVERTS**: one record of ``ADVERT_BYTES`` per peer, written only by that peer: where its
   exposed receive buffer is (a :data:`Descriptor`), which call it is for, and that call's full
   signature.
-
-The notice word and the advert record are encoded in C only (native/papcoll_xport.h, "the
-wire formats"); Python asks the engine whether a peer's signal is here (xport.arrived).
 * **INBOX**: memory peers write into at offsets the caller's algorithm lays out (pap_direct: 2
   banks x ``size`` slots, the bank being the call's parity). The transport allocates it, or
   exposes memory the caller supplies -- the hierarchical algorithms' node segment, which
   remote masters write into directly.
 
-``put(..., notice=(kind, seq, code))`` makes the notice visible only after the data: a reader
-that finds the sequence number it expects in a notice word may read the data, and checks the
-code and length against its own call before it does. No other ordering is promised.
-Progress is explicit: ``poll()`` brings the boards up to date (it reaps completions, drives MPI
-progress); the boards are live arrays the algorithms read between polls.
+A put with a notice makes the notice visible only after the data: a reader that finds the
+sequence number it expects in a notice word may read the data, and checks the code and length
+against its own call before it does. No other ordering is promised.
 
-Both transports implement this in C (native/papcoll_xport.c), once, for these methods and for
-the engine that runs whole calls (native/papcoll_exchange.c): a transport also offers
-``native`` (its struct pc_xport, papcoll.native.xport.XPort), ``advert_area`` (the address of
-its ADVERTS records), ``inline`` (the largest source that needs no registration),
-``source_key(data)`` and ``failed(rc, what)`` (the error of a native call that failed).
+Puts, polls and completions run in C only (native/papcoll_xport.c), for the engine that runs
+whole calls (native/papcoll_exchange.c); the notice word and the advert record are encoded
+there and nowhere else (papcoll_xport.h, "the wire formats"). Python sets a transport up and
+hands the engine ``native`` (its struct pc_xport, papcoll.native.xport.XPort), ``inbox``,
+``advert_area`` (the address of its ADVERTS records), ``inline`` (the largest source that
+needs no registration), ``source_key(data)``, and turns the engine's failures into errors
+with ``failed(rc, what)``.
 """
 import collections
 import ctypes
 
 from .. import rendezvous
-from ..native.xport import ADVERT_BYTES
 
-ADVERT, DATA = 0, 1
-KINDS = 2
-ADVERTS, INBOX = "adverts", "inbox"
+KINDS = 2                         # of notices: ADVERT and DATA (xport)
 Descriptor = collections.namedtuple("Descriptor", "address nbytes rkey")   # an exposed buffer
 
 
@@ -82,18 +76,9 @@ class Transport:
         return rendezvous.exchange(self.comm, self.owner + what, value, deadline,
                                    ranks=self.names)
 
-    def board(self, kind, bank):
-        """My notice words of ``kind`` in ``bank``: a live uint64 array, entry q = q's last
-        notice word there (up to date as of the last ``poll``)."""
-        raise NotImplementedError
-
     @property
     def inbox(self):
         """My inbox (a uint8 array): where peers' INBOX puts land."""
-        raise NotImplementedError
-
-    def advert(self, peer):
-        """The advert record ``peer`` last wrote into my ADVERTS (an xport.Advert)."""
         raise NotImplementedError
 
     def expose(self, array):
@@ -101,28 +86,6 @@ class Transport:
         :data:`Descriptor`. Registrations never keep the array alive (regcache.py). An empty
         array registers nothing (verbs cannot register 0 bytes): its descriptor takes only
         empty puts, which still carry their notice."""
-        raise NotImplementedError
-
-    def put(self, peer, dest, offset, data, notice=None):
-        """Write ``data`` at ``offset`` of ``dest`` at ``peer``: ``ADVERTS``, ``INBOX`` or a
-        descriptor ``peer`` exposed (a put past its end raises TransportError, never writes).
-        Then, if given, ``notice=(kind, seq, code)`` lands there as a notice word."""
-        raise NotImplementedError
-
-    def put_all(self, peers, dest, offset, data, notice):
-        """The same put to every one of ``peers`` (an advertisement); a transport may order
-        all the data before all the notices at once."""
-        for peer in peers:
-            self.put(peer, dest, offset, data, notice)
-
-    def poll(self):
-        """Bring the boards up to date: whatever progress remote writes into my memory need."""
-        raise NotImplementedError
-
-    def complete(self):
-        """Wait until my puts are done with their source buffers (they may be reused) and my
-        notices are visible at their targets (before any message I send later); drop the
-        registrations made for this call only."""
         raise NotImplementedError
 
     def pin(self, array):

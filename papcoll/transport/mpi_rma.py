@@ -29,7 +29,8 @@ from mpi4py import MPI
 
 from ..errors import PapcollTimeoutError, TransportError
 from ..native import ETIMEDOUT, xport
-from .base import ADVERT_BYTES, ADVERTS, INBOX, KINDS, Descriptor, Transport, keep
+from ..native.xport import ADVERT_BYTES
+from .base import KINDS, Descriptor, Transport, keep
 from .regcache import RegistrationCache, owner
 
 _FUNCTIONS = ("MPI_Rput", "MPI_Test", "MPI_Win_flush", "MPI_Win_flush_local_all",
@@ -75,16 +76,9 @@ class MpiRmaTransport(Transport):
         self._open = True
         self.meet("mpi-rma boards zeroed", None, deadline)   # before anyone puts
 
-    def board(self, kind, bank):
-        return self._boards[kind, bank]
-
     @property
     def inbox(self):
         return self._inbox
-
-    def advert(self, peer):
-        at = self._adverts_at + peer * ADVERT_BYTES
-        return xport.Advert.from_buffer_copy(self.mem[at:at + ADVERT_BYTES])
 
     def expose(self, array):
         if not array.nbytes:       # nothing to attach: an empty put touches no memory
@@ -120,36 +114,6 @@ class MpiRmaTransport(Transport):
         m.reqs, m.active, m.dirty = xport.address(reqs), *(xport.address(f) for f in flags)
         x.hold(words, reqs, flags)
         return x
-
-    def put(self, peer, dest, offset, data, notice=None):
-        if dest is ADVERTS:
-            where, rkey = xport.TO_ADVERTS, 0
-        elif dest is INBOX:
-            where, rkey = xport.TO_INBOX, 0
-        else:
-            address, nbytes, rkey = dest
-            if offset + data.nbytes > nbytes:
-                raise TransportError(f"put of {data.nbytes} bytes at {offset} overruns rank "
-                                     f"{self.names[peer]}'s exposed buffer of {nbytes} bytes")
-            where, offset = xport.TO_EXPOSED, address + offset
-        self._check(self.native.put(peer, where, offset, rkey, xport.address(data),
-                                    data.nbytes, 0, notice), "a put")
-        if notice is not None:      # one notice of a kind in flight per peer: send it now
-            self._check(self.native.complete(int(self.timeout * 1e9)), "a put")
-
-    def put_all(self, peers, dest, offset, data, notice):
-        for peer in peers:
-            self._check(self.native.put(peer, xport.TO_ADVERTS if dest is ADVERTS else
-                                        xport.TO_INBOX, offset, 0, xport.address(data),
-                                        data.nbytes, 0, notice), "a put")
-        self._check(self.native.complete(int(self.timeout * 1e9)), "a put")
-
-    def poll(self):
-        self._check(self.native.poll(), "polling")
-
-    def complete(self):
-        self._check(self.native.complete(int(self.timeout * 1e9)), "completing puts")
-        self.end_call()
 
     def end_call(self):
         self.cache.end_call()

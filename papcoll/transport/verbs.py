@@ -29,8 +29,9 @@ import numpy as np
 
 from .. import config
 from ..errors import PapcollTimeoutError, TransportError
-from ..native import ETIMEDOUT, now_ns, xport
-from .base import ADVERT_BYTES, ADVERTS, INBOX, KINDS, Descriptor, Transport
+from ..native import ETIMEDOUT, xport
+from ..native.xport import ADVERT_BYTES
+from .base import KINDS, Descriptor, Transport
 from .regcache import RegistrationCache, owner
 
 _RECVS_PER_PEER = 16        # a peer has at most a few notices in flight to me (one epoch ahead)
@@ -181,9 +182,6 @@ class VerbsTransport(Transport):
 
     # -- the interface --------------------------------------------------------------------------
 
-    def board(self, kind, bank):
-        return self._boards[kind, bank]
-
     @property
     def inbox(self):
         return self._local.inbox
@@ -193,10 +191,6 @@ class VerbsTransport(Transport):
         return self._local.fixed_addr
 
     inline = _INLINE           # sources up to this many bytes need no registration
-
-    def advert(self, peer):
-        at = peer * ADVERT_BYTES
-        return xport.Advert.from_buffer_copy(self._local.fixed[at:at + ADVERT_BYTES])
 
     def expose(self, array):
         L = self._local
@@ -209,27 +203,6 @@ class VerbsTransport(Transport):
         if data.nbytes <= _INLINE:
             return 0
         return self._local.sources.get(_whole(data)).lkey
-
-    def put(self, peer, dest, offset, data, notice=None):
-        if dest is ADVERTS or dest is INBOX:
-            where, rkey = (xport.TO_ADVERTS if dest is ADVERTS else xport.TO_INBOX), 0
-        else:
-            address, nbytes, rkey = dest
-            if offset + data.nbytes > nbytes:
-                raise TransportError(f"put of {data.nbytes} bytes at {offset} overruns rank "
-                                     f"{self.names[peer]}'s exposed buffer of {nbytes} bytes")
-            where, offset = xport.TO_EXPOSED, address + offset
-        self.native.s.deadline = now_ns() + int(self.timeout * 1e9)   # a full send queue
-        self._check(self.native.put(peer, where, offset, rkey, xport.address(data), data.nbytes,
-                                    self.source_key(data), notice), "RDMA write")
-
-    def poll(self):
-        self._check(self.native.poll(), "polling")
-
-    def complete(self):
-        self._check(self.native.complete(int(self.timeout * 1e9)),
-                    "waiting for RDMA write completions")
-        self.end_call()
 
     def end_call(self):
         self._local.exposed.end_call()
