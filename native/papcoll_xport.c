@@ -3,7 +3,6 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <sched.h>
 #include <string.h>
 
 #include "papcoll_native.h"
@@ -130,11 +129,14 @@ static int verbs_put(struct pc_xport *x, size_t peer, int dest, uint64_t offset,
     /* The send queue holds depth entries; one must stay free to signal a completion. */
     if (!signal && p->unsignaled + 1 >= x->depth / 2)
         signal = 1;
-    while (p->posted + 1 > x->depth) {    /* full: wait for completions to retire entries */
-        int rc = pc_xport_poll(x);
-        if (rc < 0)
-            return rc;
-        if (p->posted + 1 > x->depth && pc_now_ns() >= x->deadline) {
+    if (p->posted + 1 > x->depth) {       /* full: wait for completions to retire entries */
+        int64_t left = x->deadline - pc_now_ns();
+        struct pc_backoff b;
+        int rc = pc_backoff_begin(&b, left > 0 ? left : 0);
+        for (; rc == 0 && p->posted + 1 > x->depth; rc = pc_backoff_pause(&b))
+            if ((rc = pc_xport_poll(x)) < 0)
+                return rc;
+        if (p->posted + 1 > x->depth) {
             x->failed_peer = peer;
             return -ETIMEDOUT;
         }
@@ -420,21 +422,17 @@ int pc_xport_complete(struct pc_xport *x, int64_t timeout_ns)
         return rc;
     if (x->kind == PC_MPI)
         return mpi_complete(x, timeout_ns);
-    int64_t deadline = pc_now_ns() + timeout_ns;
-    for (;;) {
+    struct pc_backoff b;          /* the completions come from the device, or a peer's core */
+    for (rc = pc_backoff_begin(&b, timeout_ns); rc == 0; rc = pc_backoff_pause(&b)) {
         size_t busy = x->n;
         for (size_t q = 0; q < x->n && busy == x->n; q++)
             if (q != x->me && x->peers[q].posted)
                 busy = q;
         if (busy == x->n)
             return 0;
-        rc = verbs_poll(x);
-        if (rc < 0)
+        x->failed_peer = busy;
+        if ((rc = verbs_poll(x)) < 0)
             return rc;
-        if (pc_now_ns() >= deadline) {
-            x->failed_peer = busy;
-            return -ETIMEDOUT;
-        }
-        sched_yield();            /* the completions come from the device, or a peer's core */
     }
+    return rc;
 }
