@@ -1,6 +1,7 @@
 /*
- * papcoll's one-sided transports, native half (native/papcoll_xport.c), and the PAP Direct
- * engine that runs a whole call over one (native/papcoll_exchange.c).
+ * papcoll's one-sided transports, native half (native/papcoll_xport.c, over papcoll_verbs.c
+ * and papcoll_mpi_rma.c), and the PAP Direct engine that runs a whole call over one
+ * (native/papcoll_exchange.c).
  *
  * Python sets a transport up -- pyverbs makes the device context, PD, MRs, CQs and QPs; mpi4py
  * the MPI windows -- and fills a struct pc_xport with what the hot path needs: raw verbs
@@ -182,6 +183,20 @@ int pc_xport_complete(struct pc_xport *x, int64_t timeout_ns);
 
 /* Post n receive requests for notices from peer (at set-up). 0 or -EIO. */
 int pc_xport_post_receives(struct pc_xport *x, size_t peer, size_t count);
+
+/* The halves the calls above dispatch to, by x->kind: papcoll_verbs.c and papcoll_mpi_rma.c,
+ * with the same contracts; a failure is recorded by pc_xport_fail (failed_*: -EIO). */
+int pc_xport_fail(struct pc_xport *x, size_t peer, int status, int vendor);
+int pc_verbs_put(struct pc_xport *x, size_t peer, int dest, uint64_t offset, uint32_t rkey,
+                 const void *src, size_t len, uint32_t lkey, int kind, uint64_t seq,
+                 uint32_t code, int signal);
+int pc_verbs_poll(struct pc_xport *x);
+int pc_verbs_complete(struct pc_xport *x, int64_t timeout_ns);
+int pc_mpi_put(struct pc_xport *x, size_t peer, int dest, uint64_t offset, const void *src,
+               size_t len, int kind, uint64_t seq, uint32_t code);
+int pc_mpi_poll(struct pc_xport *x);
+int pc_mpi_flush(struct pc_xport *x);
+int pc_mpi_complete(struct pc_xport *x, int64_t timeout_ns);
 
 /* ---- the engine: one call of PAP Direct ------------------------------------------------ */
 

@@ -1,0 +1,225 @@
+/* papcoll's one-sided transports, native half over verbs (see papcoll_xport.h).
+ *
+ * The few libibverbs types the hot path touches, as the public ABI (infiniband/verbs.h)
+ * lays them out -- an ABI libibverbs keeps stable -- so that the native core builds without
+ * rdma-core's headers. The provider's entry points are called as verbs.h's inline
+ * ibv_post_send, ibv_post_recv and ibv_poll_cq call them: through the context's ops table.
+ * Python checks that it found the right objects (transport/verbs.py). */
+#include "papcoll_xport.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <string.h>
+
+#include "papcoll_native.h"
+
+
+struct pcv_sge {
+    uint64_t addr;
+    uint32_t length, lkey;
+};
+
+struct pcv_send_wr {
+    uint64_t wr_id;
+    struct pcv_send_wr *next;
+    struct pcv_sge *sg_list;
+    int num_sge, opcode;
+    unsigned int send_flags;
+    uint32_t imm_data;          /* network byte order */
+    uint64_t remote_addr;       /* wr.rdma, at offset 40 */
+    uint32_t rkey;
+    char rest[92];              /* the rest of the real struct (128 bytes): zero */
+};
+
+struct pcv_recv_wr {
+    uint64_t wr_id;
+    struct pcv_recv_wr *next;
+    struct pcv_sge *sg_list;
+    int num_sge;
+};
+
+struct pcv_wc {
+    uint64_t wr_id;
+    int status, opcode;
+    uint32_t vendor_err, byte_len, imm_data, qp_num, src_qp;
+    unsigned int wc_flags;
+    uint16_t pkey_index, slid;
+    uint8_t sl, dlid_path_bits;
+};
+
+struct pcv_qp {                 /* struct ibv_qp's head */
+    void *context, *qp_context, *pd, *send_cq, *recv_cq, *srq;
+    uint32_t handle, qp_num;
+};
+
+struct pcv_cq {                 /* struct ibv_cq's head */
+    void *context;
+};
+
+enum { PCV_POLL_CQ = 11, PCV_POST_SEND = 25, PCV_POST_RECV = 26 }; /* ibv_context_ops slots */
+enum { PCV_WRITE = 0, PCV_WRITE_WITH_IMM = 1, PCV_SIGNALED = 2, PCV_INLINE = 8 };
+enum { PCV_WC_WR_FLUSH_ERR = 5 };
+#define PCV_INLINE_MAX 64       /* the QPs' max_inline_data (transport/verbs.py) */
+#define PCV_POLL 32             /* completions reaped per poll_cq */
+
+typedef int (*pcv_poll_cq_fn)(void *, int, struct pcv_wc *);
+typedef int (*pcv_post_send_fn)(void *, struct pcv_send_wr *, struct pcv_send_wr **);
+typedef int (*pcv_post_recv_fn)(void *, struct pcv_recv_wr *, struct pcv_recv_wr **);
+
+static void *op(void *context, int slot)
+{
+    /* struct ibv_context: a device pointer, then the ops table */
+    return ((void **)((char *)context + sizeof(void *)))[slot];
+}
+
+/* The peer whose QP has this number (qp_order sorts the peers by it). */
+static size_t peer_of(const struct pc_xport *x, uint32_t qp_num)
+{
+    size_t lo = 0, hi = x->n - 2; /* n - 1 peers (me excluded), sorted */
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (x->peers[x->qp_order[mid]].qp_num < qp_num)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return x->qp_order[lo];
+}
+
+int pc_verbs_put(struct pc_xport *x, size_t peer, int dest, uint64_t offset, uint32_t rkey,
+                 const void *src, size_t len, uint32_t lkey, int kind, uint64_t seq,
+                 uint32_t code, int signal)
+{
+    struct pc_vpeer *p = &x->peers[peer];
+    struct pcv_sge sge = {(uint64_t)(uintptr_t)src, (uint32_t)len, lkey};
+    struct pcv_send_wr wr;
+    memset(&wr, 0, sizeof wr);
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    if (len == 0) {                       /* a notice alone: an empty SGE */
+        sge.addr = x->scratch;
+        sge.lkey = x->scratch_lkey;
+    } else if (len <= PCV_INLINE_MAX) {
+        wr.send_flags |= PCV_INLINE;
+    }
+    if (kind >= 0) {
+        wr.opcode = PCV_WRITE_WITH_IMM;
+        wr.imm_data = htonl(pc_imm(kind, seq, code));
+    } else {
+        wr.opcode = PCV_WRITE;
+    }
+    if (dest == PC_TO_ADVERTS) {
+        wr.remote_addr = p->adverts_addr + offset;
+        wr.rkey = p->adverts_rkey;
+    } else if (dest == PC_TO_INBOX) {
+        wr.remote_addr = p->inbox_addr + offset;
+        wr.rkey = p->inbox_rkey;
+    } else {
+        wr.remote_addr = offset;
+        wr.rkey = rkey;
+    }
+    /* The send queue holds depth entries; one must stay free to signal a completion. */
+    if (!signal && p->unsignaled + 1 >= x->depth / 2)
+        signal = 1;
+    if (p->posted + 1 > x->depth) {       /* full: wait for completions to retire entries */
+        int64_t left = x->deadline - pc_now_ns();
+        struct pc_backoff b;
+        int rc = pc_backoff_begin(&b, left > 0 ? left : 0);
+        for (; rc == 0 && p->posted + 1 > x->depth; rc = pc_backoff_pause(&b))
+            if ((rc = pc_xport_poll(x)) < 0)
+                return rc;
+        if (p->posted + 1 > x->depth) {
+            x->failed_peer = peer;
+            return -ETIMEDOUT;
+        }
+    }
+    if (signal)
+        wr.send_flags |= PCV_SIGNALED;
+    wr.wr_id = p->unsignaled + 1;         /* how many entries its completion retires */
+    struct pcv_send_wr *bad;
+    int rc = ((pcv_post_send_fn)op(((struct pcv_qp *)p->qp)->context, PCV_POST_SEND))(
+        p->qp, &wr, &bad);
+    if (rc)
+        return pc_xport_fail(x, peer, -rc, rc);
+    p->posted++;
+    p->unsignaled = signal ? 0 : p->unsignaled + 1;
+    return 0;
+}
+
+int pc_xport_post_receives(struct pc_xport *x, size_t peer, size_t count)
+{
+    struct pc_vpeer *p = &x->peers[peer];
+    struct pcv_sge sge = {x->scratch, 8, x->scratch_lkey};
+    struct pcv_recv_wr wr = {peer, NULL, &sge, 1}, *bad;
+    pcv_post_recv_fn post = (pcv_post_recv_fn)op(((struct pcv_qp *)p->qp)->context,
+                                                 PCV_POST_RECV);
+    for (size_t i = 0; i < count; i++) {
+        int rc = post(p->qp, &wr, &bad);
+        if (rc)
+            return pc_xport_fail(x, peer, -rc, rc);
+    }
+    return 0;
+}
+
+static int poll_sends(struct pc_xport *x, void *context)
+{
+    struct pcv_wc wc[PCV_POLL];
+    pcv_poll_cq_fn poll = (pcv_poll_cq_fn)op(context, PCV_POLL_CQ);
+    int got;
+    while ((got = poll(x->send_cq, PCV_POLL, wc)) > 0) {
+        for (int i = 0; i < got; i++) {
+            size_t peer = peer_of(x, wc[i].qp_num);
+            if (wc[i].status)
+                return pc_xport_fail(x, peer, wc[i].status, (int)wc[i].vendor_err);
+            x->peers[peer].posted -= (uint32_t)wc[i].wr_id;
+        }
+    }
+    return got < 0 ? pc_xport_fail(x, x->n, got, 0) : 0;
+}
+
+int pc_verbs_poll(struct pc_xport *x)
+{
+    struct pcv_wc wc[PCV_POLL];
+    void *context = ((struct pcv_cq *)x->recv_cq)->context;
+    pcv_poll_cq_fn poll = (pcv_poll_cq_fn)op(context, PCV_POLL_CQ);
+    int got;
+    while ((got = poll(x->recv_cq, PCV_POLL, wc)) > 0) {
+        for (int i = 0; i < got; i++) {
+            size_t peer = (size_t)wc[i].wr_id;
+            if (wc[i].status) {
+                /* A flushed receive: the QP failed, and a write's completion says why. */
+                int rc = wc[i].status == PCV_WC_WR_FLUSH_ERR ? poll_sends(x, context) : 0;
+                return rc < 0 ? rc
+                              : pc_xport_fail(x, peer, wc[i].status, (int)wc[i].vendor_err);
+            }
+            uint32_t imm = ntohl(wc[i].imm_data);
+            x->boards[pc_board_index(pc_imm_kind(imm), imm, x->n, peer)] =
+                pc_imm_word(imm, wc[i].byte_len);
+            int rc = pc_xport_post_receives(x, peer, 1);
+            if (rc < 0)
+                return rc;
+        }
+    }
+    if (got < 0)
+        return pc_xport_fail(x, x->n, got, 0);
+    return poll_sends(x, context);
+}
+
+/* Every write of mine retired by its completion, within the deadline. */
+int pc_verbs_complete(struct pc_xport *x, int64_t timeout_ns)
+{
+    struct pc_backoff b;          /* the completions come from the device, or a peer's core */
+    int rc;
+    for (rc = pc_backoff_begin(&b, timeout_ns); rc == 0; rc = pc_backoff_pause(&b)) {
+        size_t busy = x->n;
+        for (size_t q = 0; q < x->n && busy == x->n; q++)
+            if (q != x->me && x->peers[q].posted)
+                busy = q;
+        if (busy == x->n)
+            return 0;
+        x->failed_peer = busy;
+        if ((rc = pc_verbs_poll(x)) < 0)
+            return rc;
+    }
+    return rc;
+}
