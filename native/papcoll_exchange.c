@@ -30,6 +30,19 @@ static int notice_mismatch(struct pc_xcall *c, size_t peer, uint64_t word)
     return mismatch(c, PC_IN_NOTICE, peer, 0);
 }
 
+static int zero_copy(const struct pc_xcall *c)
+{
+    return c->scheme == PC_ZCOPY || c->scheme == PC_STEP;
+}
+
+/* The advert record peer last wrote for me. */
+static struct pc_advert record_of(const struct pc_xcall *c, size_t peer)
+{
+    struct pc_advert record;
+    memcpy(&record, c->advert_area + peer * PC_ADVERT_BYTES, sizeof record);
+    return record;
+}
+
 static uint64_t board(const struct pc_xcall *c, int kind, uint64_t seq, size_t peer)
 {
     const volatile uint64_t *word = &c->x->boards[pc_board_index(kind, seq, c->x->n, peer)];
@@ -58,8 +71,7 @@ static int advertised(struct pc_xcall *c, size_t peer, uint64_t *addr, uint64_t 
 {
     if (!current(c, PC_ADVERT, c->adverts, peer))
         return 0;
-    struct pc_advert record;
-    memcpy(&record, c->advert_area + peer * PC_ADVERT_BYTES, sizeof record);
+    struct pc_advert record = record_of(c, peer);
     if (record.sig != c->sig || record.epoch != c->epoch)
         return mismatch(c, PC_IN_ADVERT, peer, record.sig);
     *addr = record.addr, *bytes = record.bytes, *rkey = record.rkey;
@@ -77,15 +89,13 @@ static int advertised_ahead(struct pc_xcall *c, size_t peer)
     int rc = landed(c, peer);
     if (rc != 0)
         return rc < 0 ? rc : 0;
-    struct pc_advert record;
-    memcpy(&record, c->advert_area + peer * PC_ADVERT_BYTES, sizeof record);
-    return mismatch(c, PC_IN_ADVERT, peer, record.sig);
+    return mismatch(c, PC_IN_ADVERT, peer, record_of(c, peer).sig);
 }
 
 static int send_to(struct pc_xcall *c, size_t peer)
 {
     int rc;
-    if (c->scheme == PC_ZCOPY || c->scheme == PC_STEP) {
+    if (zero_copy(c)) {
         uint64_t addr, bytes;
         uint32_t rkey;
         rc = advertised(c, peer, &addr, &bytes, &rkey);
@@ -212,8 +222,7 @@ int pc_xcall_arrived(struct pc_xcall *c, size_t peer)
     if (rc < 0)
         return rc;
     return current(c, PC_DATA, c->epoch, peer) ||
-           ((c->scheme == PC_ZCOPY || c->scheme == PC_STEP) &&
-            current(c, PC_ADVERT, c->adverts, peer));
+           (zero_copy(c) && current(c, PC_ADVERT, c->adverts, peer));
 }
 
 int pc_xcall_run(struct pc_xcall *c, int64_t timeout_ns)
@@ -225,7 +234,7 @@ int pc_xcall_run(struct pc_xcall *c, int64_t timeout_ns)
     if (rc < 0)
         return rc;
     x->deadline = b.deadline;
-    if ((c->scheme == PC_ZCOPY || c->scheme == PC_STEP) && !c->advertised) {
+    if (zero_copy(c) && !c->advertised) {
         for (size_t k = 1; k < n; k++) {  /* unsignalled: the data write follows */
             rc = pc_xport_put(x, (me + k) % n, PC_TO_ADVERTS, me * PC_ADVERT_BYTES, 0,
                               c->record, PC_ADVERT_BYTES, c->record_lkey, PC_ADVERT,

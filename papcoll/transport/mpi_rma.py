@@ -134,10 +134,6 @@ class MpiRmaTransport(Transport):
     def source_key(self, data):
         return 0
 
-    def _check(self, rc, what):
-        if rc < 0:
-            self.failed(rc, what)
-
     def failed(self, rc, what):
         s = self.native.s
         if rc == ETIMEDOUT:
