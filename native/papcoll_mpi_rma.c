@@ -1,11 +1,94 @@
 /* papcoll's one-sided transports, native half over MPI RMA (see papcoll_xport.h, struct
- * pc_mpi). */
+ * pc_mpi), and the ``mpi`` algorithm's MPI_Alltoall: the one file compiled against the mpi.h
+ * of the MPI in use (setup.py builds with its mpicc), which calls MPI by its documented C
+ * interface, with the handles of mpi4py's objects. */
 #include "papcoll_xport.h"
 
 #include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include <mpi.h>
+
 #include "papcoll_native.h"
+
+#define PC_IN_WIN 1     /* the windows a peer's data went to since its last notice */
+#define PC_IN_INBOX 2
+#define PC_IN_DYN 4
+
+struct pc_mpi {
+    MPI_Win win, inbox_win, dyn;
+    MPI_Comm comm;
+    size_t adverts_at, inbox_at; /* displacements in win (inbox: in inbox_win) */
+    MPI_Request *reqs;           /* n x PC_MPI_REQS */
+    uint8_t *active;             /* n x PC_MPI_REQS: that request is in flight */
+    uint8_t *dirty;              /* n: PC_IN_* windows with data to that peer, not flushed */
+    uint64_t *queued;            /* [kind][n]: the notice word queued for each peer, 0 if none */
+    uint64_t *notices;           /* [kind][n]: the source of each notice put, untouched until
+                                  * its request completes (one notice of a kind per call) */
+    uint64_t *notice_at;         /* [kind][n]: where in win each queued notice goes */
+    size_t in_flight;            /* requests active, all peers */
+};
+
+/* mpi4py's ``handle`` is the value of the C handle: an int (MPICH) or a pointer (Open MPI),
+ * either of which an intptr_t holds and converts back to exactly. */
+#define PC_HANDLE(type, value) ((type)(value))
+
+int pc_mpi_open(struct pc_xport *x, intptr_t comm, intptr_t win, intptr_t inbox_win,
+                intptr_t dyn, size_t adverts_at, size_t inbox_at)
+{
+    size_t n = x->n, reqs = n * PC_MPI_REQS;
+    struct pc_mpi *m = calloc(1, sizeof *m);
+    if (m == NULL)
+        return -ENOMEM;
+    m->reqs = calloc(reqs, sizeof *m->reqs);
+    m->active = calloc(reqs + n, 1);
+    m->queued = calloc(3 * 2 * n, sizeof *m->queued);
+    if (m->reqs == NULL || m->active == NULL || m->queued == NULL) {
+        x->mpi = m;
+        pc_mpi_close(x);
+        return -ENOMEM;
+    }
+    m->dirty = m->active + reqs;
+    m->notices = m->queued + 2 * n;
+    m->notice_at = m->notices + 2 * n;
+    m->comm = PC_HANDLE(MPI_Comm, comm);
+    m->win = PC_HANDLE(MPI_Win, win);
+    m->inbox_win = PC_HANDLE(MPI_Win, inbox_win);
+    m->dyn = PC_HANDLE(MPI_Win, dyn);
+    m->adverts_at = adverts_at;
+    m->inbox_at = inbox_at;
+    x->mpi = m;
+    return 0;
+}
+
+void pc_mpi_close(struct pc_xport *x)
+{
+    struct pc_mpi *m = x->mpi;
+    if (m == NULL)
+        return;
+    free(m->reqs);
+    free(m->active);
+    free(m->queued);
+    free(m);
+    x->mpi = NULL;
+}
+
+int pc_mpi_library(char *out, size_t size)
+{
+    char version[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len, rc = MPI_Get_library_version(version, &len);
+    if (rc == MPI_SUCCESS)
+        snprintf(out, size, "%s", version);
+    return rc;
+}
+
+int pc_mpi_alltoall(const void *send, int count, void *recv, intptr_t comm)
+{
+    return MPI_Alltoall(send ? send : MPI_IN_PLACE, count, MPI_BYTE, recv, count, MPI_BYTE,
+                        PC_HANDLE(MPI_Comm, comm));
+}
 
 static int mpi_fail(struct pc_xport *x, size_t peer, int rc)
 {
@@ -15,12 +98,12 @@ static int mpi_fail(struct pc_xport *x, size_t peer, int rc)
 /* Test peer's requests in flight (MPI_Test also drives progress): 1 when none is left. */
 static int mpi_settled(struct pc_xport *x, size_t peer)
 {
-    struct pc_mpi *m = &x->mpi;
+    struct pc_mpi *m = x->mpi;
     int left = 0;
     for (size_t i = peer * PC_MPI_REQS; i < (peer + 1) * PC_MPI_REQS; i++) {
         if (!m->active[i])
             continue;
-        int done = 0, rc = m->test(m->reqs + i * m->req_size, &done, m->status);
+        int done = 0, rc = MPI_Test(&m->reqs[i], &done, MPI_STATUS_IGNORE);
         if (rc)
             return mpi_fail(x, peer, rc);
         if (done) {
@@ -34,9 +117,9 @@ static int mpi_settled(struct pc_xport *x, size_t peer)
 }
 
 static int mpi_rput(struct pc_xport *x, size_t peer, const void *src, int count,
-                    intptr_t type, uint64_t at, intptr_t win)
+                    MPI_Datatype type, uint64_t at, MPI_Win win)
 {
-    struct pc_mpi *m = &x->mpi;
+    struct pc_mpi *m = x->mpi;
     size_t i = peer * PC_MPI_REQS, end = i + PC_MPI_REQS;
     while (i < end && m->active[i])
         i++;
@@ -51,8 +134,7 @@ static int mpi_rput(struct pc_xport *x, size_t peer, const void *src, int count,
             return -EBUSY;
         }
     }
-    int rc = m->rput(src, count, type, (int)peer, (intptr_t)at, count, type, win,
-                     m->reqs + i * m->req_size);
+    int rc = MPI_Rput(src, count, type, (int)peer, (MPI_Aint)at, count, type, win, &m->reqs[i]);
     if (rc)
         return mpi_fail(x, peer, rc);
     m->active[i] = 1;
@@ -63,8 +145,8 @@ static int mpi_rput(struct pc_xport *x, size_t peer, const void *src, int count,
 int pc_mpi_put(struct pc_xport *x, size_t peer, int dest, uint64_t offset, const void *src,
                size_t len, int kind, uint64_t seq, uint32_t code)
 {
-    struct pc_mpi *m = &x->mpi;
-    intptr_t win;
+    struct pc_mpi *m = x->mpi;
+    MPI_Win win;
     uint64_t at;
     int window;
     if (kind >= 0 && m->queued[kind * x->n + peer]) { /* one notice of a kind per call */
@@ -82,7 +164,7 @@ int pc_mpi_put(struct pc_xport *x, size_t peer, int dest, uint64_t offset, const
     if (len > INT32_MAX)
         return -EINVAL;
     if (len) {
-        int rc = mpi_rput(x, peer, src, (int)len, m->byte, at, win);
+        int rc = mpi_rput(x, peer, src, (int)len, MPI_BYTE, at, win);
         if (rc < 0)
             return rc;
         m->dirty[peer] |= (uint8_t)window;
@@ -97,7 +179,7 @@ int pc_mpi_put(struct pc_xport *x, size_t peer, int dest, uint64_t offset, const
 /* Peer's queued notices, if the data put to it before them is complete there. */
 static int mpi_notify(struct pc_xport *x, size_t peer)
 {
-    struct pc_mpi *m = &x->mpi;
+    struct pc_mpi *m = x->mpi;
     int rc = mpi_settled(x, peer);
     if (rc <= 0)
         return rc;
@@ -107,8 +189,8 @@ static int mpi_notify(struct pc_xport *x, size_t peer)
     for (int w = 0; w < 3; w++) {
         if (!(m->dirty[peer] & windows[w]))
             continue;
-        intptr_t win = w == 0 ? m->win : w == 1 ? m->inbox_win : m->dyn;
-        if ((rc = m->flush((int)peer, win)))
+        MPI_Win win = w == 0 ? m->win : w == 1 ? m->inbox_win : m->dyn;
+        if ((rc = MPI_Win_flush((int)peer, win)))
             return mpi_fail(x, peer, rc);
     }
     m->dirty[peer] = 0;
@@ -118,7 +200,7 @@ static int mpi_notify(struct pc_xport *x, size_t peer)
             continue;
         m->notices[k] = m->queued[k];
         m->queued[k] = 0;
-        rc = mpi_rput(x, peer, &m->notices[k], 1, m->uint64, m->notice_at[k], m->win);
+        rc = mpi_rput(x, peer, &m->notices[k], 1, MPI_UINT64_T, m->notice_at[k], m->win);
         if (rc < 0)
             return rc;
     }
@@ -127,7 +209,7 @@ static int mpi_notify(struct pc_xport *x, size_t peer)
 
 int pc_mpi_flush(struct pc_xport *x)
 {
-    struct pc_mpi *m = &x->mpi;
+    struct pc_mpi *m = x->mpi;
     for (size_t q = 0; q < x->n; q++) {
         if (m->queued[q] || m->queued[x->n + q]) {
             int rc = mpi_notify(x, q);
@@ -140,13 +222,13 @@ int pc_mpi_flush(struct pc_xport *x)
 
 int pc_mpi_poll(struct pc_xport *x)
 {
-    struct pc_mpi *m = &x->mpi;
-    int flag, rc = m->iprobe(m->any_source, m->any_tag, m->comm, &flag, m->status);
+    struct pc_mpi *m = x->mpi;
+    int flag, rc = MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, m->comm, &flag, MPI_STATUS_IGNORE);
     /* MPICH serves RMA active messages (puts into my dynamic window) only in RMA calls: a
      * local flush when nothing of mine is in flight (it then waits for nobody), else the
      * tests of what is. */
     if (!rc && !m->in_flight)
-        rc = m->flush_local_all(m->dyn);
+        rc = MPI_Win_flush_local_all(m->dyn);
     if (rc)
         return mpi_fail(x, x->n, rc);
     if (m->in_flight && (rc = pc_mpi_flush(x)) < 0)
@@ -154,18 +236,18 @@ int pc_mpi_poll(struct pc_xport *x)
     for (size_t q = 0; q < x->n && m->in_flight; q++)
         if ((rc = mpi_settled(x, q)) < 0)
             return rc;
-    rc = m->sync(m->win);
+    rc = MPI_Win_sync(m->win);
     if (!rc && m->inbox_win != m->win)
-        rc = m->sync(m->inbox_win);
+        rc = MPI_Win_sync(m->inbox_win);
     if (!rc)
-        rc = m->sync(m->dyn);
+        rc = MPI_Win_sync(m->dyn);
     return rc ? mpi_fail(x, x->n, rc) : 0;
 }
 
 /* Every queued notice put and every request complete, within the deadline. */
 int pc_mpi_complete(struct pc_xport *x, int64_t timeout_ns)
 {
-    struct pc_mpi *m = &x->mpi;
+    struct pc_mpi *m = x->mpi;
     struct pc_backoff b;
     int rc = pc_backoff_begin(&b, timeout_ns);
     for (; rc == 0; rc = pc_backoff_pause(&b)) {

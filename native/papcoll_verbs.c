@@ -47,11 +47,6 @@ struct pcv_wc {
     uint8_t sl, dlid_path_bits;
 };
 
-struct pcv_qp {                 /* struct ibv_qp's head */
-    void *context, *qp_context, *pd, *send_cq, *recv_cq, *srq;
-    uint32_t handle, qp_num;
-};
-
 struct pcv_cq {                 /* struct ibv_cq's head */
     void *context;
 };
@@ -137,7 +132,7 @@ int pc_verbs_put(struct pc_xport *x, size_t peer, int dest, uint64_t offset, uin
         wr.send_flags |= PCV_SIGNALED;
     wr.wr_id = p->unsignaled + 1;         /* how many entries its completion retires */
     struct pcv_send_wr *bad;
-    int rc = ((pcv_post_send_fn)op(((struct pcv_qp *)p->qp)->context, PCV_POST_SEND))(
+    int rc = ((pcv_post_send_fn)op(((struct pc_ibv_qp *)p->qp)->context, PCV_POST_SEND))(
         p->qp, &wr, &bad);
     if (rc)
         return pc_xport_fail(x, peer, -rc, rc);
@@ -151,7 +146,7 @@ int pc_xport_post_receives(struct pc_xport *x, size_t peer, size_t count)
     struct pc_vpeer *p = &x->peers[peer];
     struct pcv_sge sge = {x->scratch, 8, x->scratch_lkey};
     struct pcv_recv_wr wr = {peer, NULL, &sge, 1}, *bad;
-    pcv_post_recv_fn post = (pcv_post_recv_fn)op(((struct pcv_qp *)p->qp)->context,
+    pcv_post_recv_fn post = (pcv_post_recv_fn)op(((struct pc_ibv_qp *)p->qp)->context,
                                                  PCV_POST_RECV);
     for (size_t i = 0; i < count; i++) {
         int rc = post(p->qp, &wr, &bad);

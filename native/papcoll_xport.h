@@ -5,7 +5,7 @@
  *
  * Python sets a transport up -- pyverbs makes the device context, PD, MRs, CQs and QPs; mpi4py
  * the MPI windows -- and fills a struct pc_xport with what the hot path needs: raw verbs
- * objects, or the MPI library's functions and handles. From then on every put, every poll of
+ * objects, or the MPI windows' handles (pc_mpi_open). From then on every put, every poll of
  * completions and every "complete" runs here, for the engine (transport/base.py states the
  * contract; this is its only implementation).
  *
@@ -83,6 +83,14 @@ _Static_assert(sizeof(struct pc_advert) == PC_ADVERT_BYTES, "advert record");
 #define PC_VERBS 1
 #define PC_MPI 2
 
+/* The head of libibverbs' struct ibv_qp (infiniband/verbs.h: a stable ABI), which the native
+ * core declares itself so that it builds without rdma-core's headers; Python finds the one
+ * inside each pyverbs QP by it (xport.ibv_qp). */
+struct pc_ibv_qp {
+    void *context, *qp_context, *pd, *send_cq, *recv_cq, *srq;
+    uint32_t handle, qp_num, state, qp_type;
+};
+
 /* What a verbs transport knows of one peer. */
 struct pc_vpeer {
     void *qp;                       /* struct ibv_qp *, made by pyverbs, connected */
@@ -93,46 +101,17 @@ struct pc_vpeer {
     uint32_t unsignaled;            /* of which not signalled (retired by the next that is) */
 };
 
-/* The MPI library's functions papcoll calls here (found in the loaded library by Python),
- * handles passed as integers (MPICH's are ints, Open MPI's pointers: both fit). */
-typedef int (*pc_mpi_rput_fn)(const void *, int, intptr_t, int, intptr_t, int, intptr_t,
-                              intptr_t, void *);
-typedef int (*pc_mpi_test_fn)(void *, int *, void *);
-typedef int (*pc_mpi_win_rank_fn)(int, intptr_t);
-typedef int (*pc_mpi_win_fn)(intptr_t);
-typedef int (*pc_mpi_iprobe_fn)(int, int, intptr_t, int *, void *);
-
 #define PC_MPI_REQS 8   /* requests in flight per peer: a call makes at most 4 (advert, its
                          * notice, data, its notice), and completes them before it returns */
-#define PC_IN_WIN 1     /* the windows a peer's data went to since its last notice */
-#define PC_IN_INBOX 2
-#define PC_IN_DYN 4
 
-/* Every put is request-based (MPI_Rput) and its request is tested, never waited for: a
- * blocking flush waits on the target's progress, which a dead, stopped or departed peer never
- * makes. A notice is put once the requests of the data before it have completed and a flush
- * of those windows at that target -- with nothing left in flight to it, a flush waits for
- * nobody -- has ordered the data first. */
-struct pc_mpi {
-    pc_mpi_rput_fn rput;
-    pc_mpi_test_fn test;
-    pc_mpi_win_rank_fn flush;
-    pc_mpi_win_fn flush_local_all, sync;
-    pc_mpi_iprobe_fn iprobe;
-    intptr_t win, inbox_win, dyn, comm, byte, uint64;
-    int any_source, any_tag;
-    size_t adverts_at, inbox_at; /* displacements in win (inbox: in inbox_win) */
-    size_t req_size;             /* sizeof(MPI_Request) in this MPI */
-    unsigned char *reqs;         /* n x PC_MPI_REQS requests, req_size bytes each */
-    uint8_t *active;             /* n x PC_MPI_REQS: that request is in flight */
-    uint8_t *dirty;              /* n: PC_IN_* windows with data to that peer, not flushed */
-    uint64_t *queued;            /* [kind][n]: the notice word queued for each peer, 0 if none */
-    uint64_t *notices;           /* [kind][n]: the source of each notice put, untouched until
-                                  * its request completes (one notice of a kind per call) */
-    uint64_t *notice_at;         /* [kind][n]: where in win each queued notice goes */
-    size_t in_flight;            /* requests active, all peers */
-    unsigned char status[64];    /* room for an MPI_Status */
-};
+/* The MPI RMA half's state (papcoll_mpi_rma.c, the one file compiled against the mpi.h of the
+ * MPI in use, which declares it): the windows, the requests in flight and the notices queued
+ * behind them. Every put is request-based (MPI_Rput) and its request is tested, never waited
+ * for: a blocking flush waits on the target's progress, which a dead, stopped or departed peer
+ * never makes. A notice is put once the requests of the data before it have completed and a
+ * flush of those windows at that target -- with nothing left in flight to it, a flush waits
+ * for nobody -- has ordered the data first. */
+struct pc_mpi;
 
 struct pc_xport {
     int kind;                    /* PC_VERBS or PC_MPI */
@@ -146,7 +125,7 @@ struct pc_xport {
     uint32_t depth;              /* send queue entries per QP */
     const uint32_t *qp_order;    /* indices of peers by ascending qp_num (completions) */
     /* mpi */
-    struct pc_mpi mpi;
+    struct pc_mpi *mpi;
     /* n: the inbox bytes each peer exposed (puts beyond are refused: -EMSGSIZE) */
     const uint64_t *inbox_bytes;
     /* CLOCK_MONOTONIC ns after which a put waiting for room in a full send queue gives up
@@ -197,6 +176,22 @@ int pc_mpi_put(struct pc_xport *x, size_t peer, int dest, uint64_t offset, const
 int pc_mpi_poll(struct pc_xport *x);
 int pc_mpi_flush(struct pc_xport *x);
 int pc_mpi_complete(struct pc_xport *x, int64_t timeout_ns);
+
+/* Give x (kind PC_MPI, n and me set) its MPI half over these handles -- the values of mpi4py's
+ * objects' ``handle`` (an int in MPICH, a pointer in Open MPI), converted to mpi.h's types
+ * there -- with the adverts at adverts_at in win and the inbox at inbox_at in inbox_win: 0 or
+ * -ENOMEM. pc_mpi_close frees it (safe twice); MPI's objects stay the caller's. */
+int pc_mpi_open(struct pc_xport *x, intptr_t comm, intptr_t win, intptr_t inbox_win,
+                intptr_t dyn, size_t adverts_at, size_t inbox_at);
+void pc_mpi_close(struct pc_xport *x);
+
+/* MPI_Get_library_version of the MPI this core was built against, in out (size bytes, cut
+ * there): the MPI error code. Python checks it is the library mpi4py loaded. */
+int pc_mpi_library(char *out, size_t size);
+
+/* MPI_Alltoall of count bytes per process on comm (a handle value, as above), send NULL for
+ * MPI_IN_PLACE: the MPI error code. The ``mpi`` algorithm's fast lane (papcoll_lane.c). */
+int pc_mpi_alltoall(const void *send, int count, void *recv, intptr_t comm);
 
 /* ---- the engine: one call of PAP Direct ------------------------------------------------ */
 
@@ -322,14 +317,11 @@ struct pc_xlane {
 };
 
 /* The fast lane of the ``mpi`` algorithm (papcoll_lane.c: mlane_alltoall): calls of one
- * shape handed to the MPI library's MPI_Alltoall on comm, among n processes; in_place: the
- * library's MPI_IN_PLACE. Handles as integers, as in struct pc_mpi. */
-typedef int (*pc_mpi_alltoall_fn)(const void *, int, intptr_t, void *, int, intptr_t, intptr_t);
-
+ * shape handed to the MPI library's MPI_Alltoall on comm (a handle value, as in pc_mpi_open),
+ * among n processes. */
 struct pc_mlane {
     struct pc_lane lane;
-    pc_mpi_alltoall_fn alltoall;
-    intptr_t comm, byte, in_place;
+    intptr_t comm;
     int64_t n;
 };
 

@@ -19,7 +19,7 @@ from papcoll.native import loops, xport
 NATIVE = Path(__file__).resolve().parent.parent / "native"
 
 # ctypes class -> the C struct it mirrors
-MIRRORS = {xport.VPeer: "pc_vpeer", xport.Mpi: "pc_mpi", xport.XPortStruct: "pc_xport",
+MIRRORS = {xport.VPeer: "pc_vpeer", xport.XPortStruct: "pc_xport", xport.IbvQpHead: "pc_ibv_qp",
            xport.Gate: "pc_gate", xport.XCallStruct: "pc_xcall", xport.XLaneStruct: "pc_xlane",
            xport.MLaneStruct: "pc_mlane", xport.Advert: "pc_advert",
            loops._Exchange: "pc_exchange", loops._Lane: "pc_lane"}

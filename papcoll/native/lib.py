@@ -52,8 +52,22 @@ def _load():
     ]:
         fn = getattr(lib, name)
         fn.restype, fn.argtypes = restype, argtypes
+    _same_mpi(lib)
     module.set_in_place(MPI.IN_PLACE)
     return lib, module.lane_alltoall
+
+
+def _same_mpi(lib):
+    """The core calls MPI through the mpi.h it was built with (setup.py): refuse to run over
+    another MPI than mpi4py's, whose handles would mean nothing to it."""
+    version = ctypes.create_string_buffer(4096)
+    lib.pc_mpi_library.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+    built = lib.pc_mpi_library(version, len(version))
+    ours = version.value.decode(errors="replace").splitlines()[:1]
+    theirs = MPI.Get_library_version().rstrip("\0").splitlines()[:1]   # Open MPI counts its NUL
+    if built or ours != theirs:
+        raise ImportError(f"papcoll._native was built for another MPI ({ours or built}) than "
+                          f"the one mpi4py loaded ({theirs}): rerun ./scripts/setup")
 
 
 lib, lane_alltoall = _load()

@@ -5,6 +5,7 @@ their MPI handles or verbs objects; the algorithms (algorithms/onesided.py) run 
 import ctypes as c
 import functools
 import os
+import weakref
 
 import numpy as np
 
@@ -29,24 +30,10 @@ class VPeer(c.Structure):
                 ("posted", _u32), ("unsignaled", _u32)]
 
 
-MPI_FUNCTIONS = ("rput", "test", "flush", "flush_local_all", "sync", "iprobe")
-MPI_REQS = 8                          # PC_MPI_REQS
-
-
-class Mpi(c.Structure):
-    _fields_ = ([(name, _p) for name in MPI_FUNCTIONS]
-                + [(name, _iptr) for name in ("win", "inbox_win", "dyn", "comm", "byte",
-                                               "uint64")]
-                + [("any_source", _int), ("any_tag", _int), ("adverts_at", _size),
-                   ("inbox_at", _size), ("req_size", _size), ("reqs", _p), ("active", _p),
-                   ("dirty", _p), ("queued", _p), ("notices", _p), ("notice_at", _p),
-                   ("in_flight", _size), ("status", c.c_ubyte * 64)])
-
-
 class XPortStruct(c.Structure):
     _fields_ = [("kind", _int), ("n", _size), ("me", _size), ("boards", _p), ("peers", _p),
                 ("send_cq", _p), ("recv_cq", _p), ("scratch", _u64), ("scratch_lkey", _u32),
-                ("depth", _u32), ("qp_order", _p), ("mpi", Mpi), ("inbox_bytes", _p),
+                ("depth", _u32), ("qp_order", _p), ("mpi", _p), ("inbox_bytes", _p),
                 ("deadline", c.c_int64), ("failed_peer", _size),
                 ("failed_status", _int), ("failed_vendor", _int)]
 
@@ -91,23 +78,8 @@ for _name, _args in [("pc_xport_put", [_X, _size, _int, _u64, _u32, _p, _size, _
 lib.pc_xcall_start.restype, lib.pc_xcall_start.argtypes = None, [_XC, _u64, _u64, _u64, _u32,
                                                                  c.c_int64]
 lib.pc_xcall_advert.restype, lib.pc_xcall_advert.argtypes = None, [_XC, _u64, _u64, _u32]
-
-
-def mpi_library():
-    """The MPI library mpi4py loaded, as a ctypes library (the same copy: its handles and
-    state are the ones mpi4py's objects refer to)."""
-    with open("/proc/self/maps") as maps:
-        paths = {line.split()[-1] for line in maps if "/libmpi" in line}
-    paths = sorted(p for p in paths if os.path.basename(p).startswith("libmpi.so")) or \
-        sorted(paths)
-    if not paths:
-        raise OSError("the MPI library mpi4py uses is not mapped in this process")
-    return c.CDLL(paths[0])
-
-
-def functions(library, names):
-    """The addresses of MPI functions ``names`` in ``library``."""
-    return [c.cast(getattr(library, name), c.c_void_p).value for name in names]
+lib.pc_mpi_open.restype, lib.pc_mpi_open.argtypes = _int, [_X, *[_iptr] * 4, _size, _size]
+lib.pc_mpi_close.restype, lib.pc_mpi_close.argtypes = None, [_X]
 
 
 class XPort:
@@ -122,6 +94,13 @@ class XPort:
 
     def hold(self, *arrays):
         self.keep.extend(arrays)
+
+    def open_mpi(self, comm, win, inbox_win, dyn, adverts_at, inbox_at):
+        """pc_mpi_open over these mpi4py objects (their handles), freed with this XPort."""
+        if lib.pc_mpi_open(self.ptr, comm.handle, win.handle, inbox_win.handle, dyn.handle,
+                           adverts_at, inbox_at):
+            raise MemoryError("mpi-rma: no memory for the transport's requests")
+        weakref.finalize(self, lib.pc_mpi_close, self.ptr)
 
     def put(self, peer, dest, offset, rkey, source, nbytes, lkey, notice, signal=1):
         kind, seq, code = notice if notice is not None else (-1, 0, 0)
@@ -194,32 +173,45 @@ class XLane:
         self.s.lane.armed = 0
 
 
+class IbvQpHead(c.Structure):
+    """struct pc_ibv_qp: the head of libibverbs' struct ibv_qp, in this machine's byte order."""
+    _fields_ = [("context", _p), ("qp_context", _p), ("pd", _p), ("send_cq", _p),
+                ("recv_cq", _p), ("srq", _p), ("handle", _u32), ("qp_num", _u32),
+                ("state", _u32), ("qp_type", _u32)]
+
+
+IBV_QPT_RC = 2
+
+
 def ibv_qp(qp, qp_num, words=48):
-    """The struct ibv_qp * inside a pyverbs QP, which pyverbs does not expose: the word of the
-    object's memory that points at an ibv_qp of this ``qp_num``, of type RC, with both CQs
-    (its head: context, qp_context, pd, send_cq, recv_cq, srq, handle, qp_num, state,
-    qp_type). Candidates are read with process_vm_readv on this very process, so a word that
-    is no pointer cannot crash it. Returns (qp, send_cq, recv_cq) addresses."""
-    pid, base = os.getpid(), id(qp)
-    mine = np.zeros(words, np.uint64)
-    if lib.pc_cma_read(pid, address(mine), base, mine.nbytes) != mine.nbytes:
-        raise OSError("cannot read the pyverbs QP object")
-    head = np.zeros(8, np.uint64)
-    for word in mine.tolist():
-        if word < 4096 or word % 8:
+    """The struct ibv_qp * of a pyverbs QP, as (qp, send_cq, recv_cq) addresses: its ``qp``
+    accessor where pyverbs has one (rdma-core 61 added it), else a scan of the object's first
+    ``words`` words (Debian's pyverbs 44 keeps the pointer private). Either way the answer must
+    be an ibv_qp of this ``qp_num``, of type RC, with both CQs; candidates are read with
+    process_vm_readv on this very process, so a word that is no pointer cannot crash it."""
+    accessor = getattr(qp, "qp", None)
+    if isinstance(accessor, int):
+        candidates = [accessor]
+    else:
+        candidates = np.zeros(words, np.uintp)
+        if lib.pc_cma_read(os.getpid(), address(candidates), id(qp),
+                           candidates.nbytes) != candidates.nbytes:
+            raise OSError("cannot read the pyverbs QP object")
+        candidates = candidates.tolist()
+    head, size = IbvQpHead(), c.sizeof(IbvQpHead)
+    for word in candidates:
+        if word < 4096 or word % c.alignment(IbvQpHead):
             continue
-        if lib.pc_cma_read(pid, address(head), word, head.nbytes) != head.nbytes:
+        if lib.pc_cma_read(os.getpid(), c.addressof(head), word, size) != size:
             continue
-        words32 = head.view(np.uint32)    # bytes 48-63: handle, qp_num, state, qp_type (any endianness)
-        num, qp_type = int(words32[13]), int(words32[15])
-        if num == qp_num and qp_type == 2 and head[0] and head[3] and head[4]:
-            return word, int(head[3]), int(head[4])
+        if (head.qp_num == qp_num and head.qp_type == IBV_QPT_RC and head.context
+                and head.send_cq and head.recv_cq):
+            return word, head.send_cq, head.recv_cq
     raise OSError(f"no struct ibv_qp of QP number {qp_num} found in the pyverbs QP object")
 
 
 class MLaneStruct(c.Structure):
-    _fields_ = [("lane", _Lane), ("alltoall", _p), ("comm", _iptr), ("byte", _iptr),
-                ("in_place", _iptr), ("n", c.c_int64)]
+    _fields_ = [("lane", _Lane), ("comm", _iptr), ("n", c.c_int64)]
 
 
 class MLane:
@@ -227,10 +219,7 @@ class MLane:
     mlane_alltoall, MPI_Alltoall of the armed shape from C. 1 done, 0 declined, -(MPI error)."""
 
     def __init__(self, comm):
-        from mpi4py import MPI
-        (alltoall,) = functions(mpi_library(), ["MPI_Alltoall"])
-        self.s = MLaneStruct(alltoall=alltoall, comm=comm.handle, byte=MPI.BYTE.handle,
-                             in_place=int(MPI.IN_PLACE), n=comm.Get_size())
+        self.s = MLaneStruct(comm=comm.handle, n=comm.Get_size())
         self.run = functools.partial(_native.mlane_alltoall, c.addressof(self.s))
 
     def arm(self, nbytes, buffer_format=None, itemsize=0, datatype=None):

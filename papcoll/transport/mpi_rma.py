@@ -9,8 +9,8 @@ memory must still drive MPI progress (puts to dynamic windows are completed by t
 progress engine), so ``poll`` calls ``Iprobe``, a local flush or the tests of its requests
 (MPICH serves RMA active messages only in RMA calls) and ``Win_sync``.
 
-The puts, polls and completions run in C (native/papcoll_xport.c), which calls the MPI library
-mpi4py loaded with these windows' handles. **No blocking wait on a peer**: a flush waits for
+The puts, polls and completions run in C (native/papcoll_mpi_rma.c), which calls MPI through
+the mpi.h of the MPI in use, with these windows' handles. **No blocking wait on a peer**: a flush waits for
 its target's progress, which a dead, stopped or departed peer never makes, so every put is an
 ``MPI_Rput`` whose request is tested under the call's deadline; a notice goes out once the
 requests of the data before it to that peer have completed and a flush of those windows at
@@ -32,10 +32,6 @@ from ..native import ETIMEDOUT, xport
 from ..native.xport import ADVERT_BYTES
 from .base import KINDS, Descriptor, Transport, keep
 from .regcache import RegistrationCache, owner
-
-_FUNCTIONS = ("MPI_Rput", "MPI_Test", "MPI_Win_flush", "MPI_Win_flush_local_all",
-              "MPI_Win_sync", "MPI_Iprobe")              # in xport.MPI_FUNCTIONS' order
-
 
 class MpiRmaTransport(Transport):
     name = "mpi-rma"
@@ -95,24 +91,10 @@ class MpiRmaTransport(Transport):
         self.dyn.Detach(MPI.buffer.fromaddress(address, nbytes))
 
     def _native(self, comm):
-        """The C half (native/papcoll_xport.c) calls the MPI library mpi4py loaded, with the
-        handles of these windows: one C call per put, poll or completion."""
+        """The C half (native/papcoll_mpi_rma.c) calls MPI through its mpi.h with the handles
+        of these windows: one C call per put, poll or completion."""
         x = xport.XPort(xport.PC_MPI, self.size, self.rank, self._boards, self._inbox_bytes)
-        m = x.s.mpi
-        for name, fn in zip(xport.MPI_FUNCTIONS,
-                            xport.functions(xport.mpi_library(), _FUNCTIONS)):
-            setattr(m, name, fn)
-        m.win, m.inbox_win, m.dyn = self.win.handle, self.inbox_win.handle, self.dyn.handle
-        m.comm, m.byte, m.uint64 = comm.handle, MPI.BYTE.handle, MPI.UINT64_T.handle
-        m.any_source, m.any_tag = MPI.ANY_SOURCE, MPI.ANY_TAG
-        m.adverts_at, m.inbox_at = self._adverts_at, self._inbox_at
-        words = np.zeros((3, 2 * self.size), np.uint64)   # queued, notices, notice_at
-        m.queued, m.notices, m.notice_at = (xport.address(row) for row in words)
-        m.req_size = MPI._sizeof(MPI.Request)
-        reqs = np.zeros(self.size * xport.MPI_REQS * m.req_size, np.uint8)
-        flags = np.zeros((2, self.size * xport.MPI_REQS), np.uint8)     # active, dirty
-        m.reqs, m.active, m.dirty = xport.address(reqs), *(xport.address(f) for f in flags)
-        x.hold(words, reqs, flags)
+        x.open_mpi(comm, self.win, self.inbox_win, self.dyn, self._adverts_at, self._inbox_at)
         return x
 
     def end_call(self):
