@@ -14,6 +14,7 @@ import sys
 SUBCOMMANDS = {
     "arrival": ("arrival", "random process-arrival alltoall microbenchmark (PAP paper, Fig. 1-4)"),
     "cost": ("cost", "CPU time of a call that need not wait: the library's own work per call"),
+    "entry": ("entry", "what entering papcoll costs: back-to-back small calls, vs MPI's own"),
     "ft": ("ft", "NAS FT kernel whose transposes are papcoll alltoalls"),
     "cma-model": ("cma_model", "CMA cost model: alpha, beta, l, gamma_c and the throttle factor"),
     "report": ("report", "run the sweeps itself (not under mpiexec) and write one Markdown report"),

@@ -11,8 +11,8 @@
  *
  * papcoll/native/lib.py loads the library with ctypes, which releases the GIL for
  * the duration of every call. The same library is also the Python module
- * papcoll._native (native/papcoll_lane.c) for the one function that takes
- * Python objects: the fast lane (struct pc_lane below).
+ * papcoll._native (native/papcoll_call.c): Communicator.Alltoall's one entry,
+ * which runs a cached plan (struct pc_plan, papcoll_xport.h).
  *
  * Conventions: functions that can fail return a negative errno (-EINVAL,
  * -ETIMEDOUT, -EFAULT, ...) rather than -1 and errno, and nothing blocks
@@ -23,6 +23,8 @@
 #ifndef PAPCOLL_NATIVE_H
 #define PAPCOLL_NATIVE_H
 
+#include <errno.h>
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -44,6 +46,25 @@ void pc_flag_store(volatile uint64_t *f, uint64_t v);
  * pc_flag_store, the data written before that store is visible here. */
 uint64_t pc_flag_load(const volatile uint64_t *f);
 
+/* For the loops of papcoll_native.c and papcoll_loops.c: flag i of a set (see below), and
+ * the arguments every "serve pending flags" loop checks first: the number of pending
+ * entries (> 0), -ENOENT when there are none (or n == 0), -EINVAL for a bad start or
+ * stride. */
+static inline uint64_t pc_flag_at(const volatile uint64_t *base, size_t stride_bytes, size_t i)
+{
+    return pc_flag_load((const volatile uint64_t *)((const volatile char *)base + i * stride_bytes));
+}
+
+static inline int pc_count_pending(const uint8_t *pending, size_t n, size_t start, size_t stride_bytes)
+{
+    if (n > INT_MAX || start >= n || stride_bytes == 0)
+        return n == 0 ? -ENOENT : -EINVAL;
+    int count = 0;
+    for (size_t i = 0; i < n; i++)
+        count += pending[i] != 0;
+    return count > 0 ? count : -ENOENT;
+}
+
 /* Every wait backs off from pause-spinning (2 us) to sched_yield (to 1 ms) to
  * nanosleeps growing to 64 us (plus the kernel's 50 us timer slack), so that a
  * waiter sharing a core does not starve the process it waits for.
@@ -51,7 +72,16 @@ uint64_t pc_flag_load(const volatile uint64_t *f);
  * The backoff itself, for native loops of other files (the one-sided engine): begin it
  * (-EINVAL for timeout_ns < 0), then call pause after each look in vain: it returns 0, or
  * -ETIMEDOUT once the deadline passed; after progress set start = pc_now_ns() to spin
- * again. */
+ * again. The phases of a wait, measured from its start: a peer running on another core
+ * usually answers within a microsecond or two, so spin briefly; past that give our core
+ * away: first by yielding, which costs a peer that needs it one context switch and costs
+ * nothing when nobody does, then, for long waits, by sleeping, growing the sleep so that a
+ * long wait costs few wake-ups. Linux adds a 50 us timer slack to every sleep of a normal
+ * thread, so the effective sleeps are ~50-115 us. */
+#define SPIN_NS 2000
+#define YIELD_NS 1000000
+#define SLEEP_MIN_NS 1000
+#define SLEEP_MAX_NS 64000
 struct pc_backoff {
     int64_t start, deadline, sleep_ns;
 };
@@ -208,26 +238,6 @@ struct pc_exchange {
  * posts and checks every signature: a call whose blocks are empty still meets its peers. */
 int pc_exchange_blocks(const struct pc_exchange *x, const void *src, void *dst, size_t block,
                        size_t len, uint64_t epoch, uint64_t sig, size_t start, int64_t timeout_ns);
-
-/* The fast lane (native/papcoll_lane.c, the module's lane_alltoall): whole calls over the
- * exchange x, for buffers with the shape it was armed with (set by papcoll after its full
- * checks of such a call): nbytes in total, and either plain buffers with items of itemsize
- * bytes and buffer format `format` (datatype NULL) or [buf, datatype] specs naming the
- * Python object datatype (compared by identity; the caller keeps it alive). A call moves
- * nbytes / n bytes per process in pieces of at most x->slot, each piece the next epoch of
- * *epoch (a counter shared with every other user of x) with signature sig, serving peers
- * from start and giving up after timeout_ns; it takes the GIL back every slice_ns to let
- * signals through. x->max_served must be n. */
-struct pc_lane {
-    const struct pc_exchange *x;
-    uint64_t *epoch;
-    size_t start;
-    int64_t timeout_ns, slice_ns, nbytes, itemsize;
-    uint64_t sig;
-    char format[16];
-    void *datatype;
-    int armed;
-};
 
 /* Serve peer i, once its post's flag is >= target, by reading len bytes with
  * process_vm_readv from process pids[i] at the address in its post (PC_POST_ADDR, published

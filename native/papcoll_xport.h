@@ -190,7 +190,7 @@ void pc_mpi_close(struct pc_xport *x);
 int pc_mpi_library(char *out, size_t size);
 
 /* MPI_Alltoall of count bytes per process on comm (a handle value, as above), send NULL for
- * MPI_IN_PLACE: the MPI error code. The ``mpi`` algorithm's fast lane (papcoll_lane.c). */
+ * MPI_IN_PLACE: the MPI error code. The ``mpi`` algorithm's plan (papcoll_call.c). */
 int pc_mpi_alltoall(const void *send, int count, void *recv, intptr_t comm);
 
 /* ---- the engine: one call of PAP Direct ------------------------------------------------ */
@@ -283,7 +283,7 @@ struct pc_xcall {
     uint32_t failed_code, failed_len;
 };
 
-/* A call begins, the one set-up of a call (Exchange and fast lane alike): c is call epoch
+/* A call begins, the one set-up of a call (Exchange and plan alike): c is call epoch
  * (adverts: the zero-copy calls so far, this one included if it is one) of signature sig and
  * signature code code; every peer but me is to be sent to and heard from; where c expects
  * notice words (expected set) and block >= 0, each peer's is its DATA notice of block bytes
@@ -304,25 +304,40 @@ int pc_xcall_arrived(struct pc_xcall *c, size_t peer);
  * when the transport failed (x->failed_*). */
 int pc_xcall_run(struct pc_xcall *c, int64_t timeout_ns);
 
-/* The fast lane of copy-based PAP Direct (papcoll_lane.c: xlane_alltoall): calls of one
- * shape (lane: the buffers' shape, the signature, the epoch counter, the slice it runs
- * before it returns to Python), one prepared call per bank (calls[epoch % 2]) whose
- * expected words it writes, and the Exchange's count of zero-copy calls (adverts: which
- * advertisement would be a peer's next). */
-struct pc_xlane {
-    struct pc_lane lane;
+/* ---- plans: Communicator.Alltoall's one entry (papcoll_call.c) ------------------------- */
+
+#define PC_PLAN_SEGMENT 1 /* shm_pap: pc_exchange_blocks over the node board, in slot pieces */
+#define PC_PLAN_ENGINE 2  /* copy-based PAP Direct: the engine, one prepared call per bank */
+#define PC_PLAN_MPI 3     /* mpi: the MPI library's MPI_Alltoall */
+
+/* A cached plan: how to run calls of one shape -- the shape of a call papcoll fully checked
+ * before (papcoll_call.c: bind sets it; the algorithm the rest). The shape: nbytes in all,
+ * and either plain buffers with items of itemsize bytes and buffer format `format`
+ * (datatype NULL) or [buf, datatype] specs naming the Python object datatype (compared by
+ * identity; the caller keeps it alive). A call runs at most timeout_ns, taking the GIL back
+ * every slice_ns to let signals through; its epochs are the next of *epoch, a counter shared
+ * with every other user of the same board, its signature sig. */
+struct pc_plan {
+    int kind;                     /* PC_PLAN_* */
+    int armed;                    /* 0: every call is declined (not bound, or dropped) */
+    int64_t nbytes, itemsize;
+    char format[16];
+    void *datatype;
+    int64_t n;                    /* processes */
+    int64_t timeout_ns, slice_ns;
+    uint64_t sig;
+    uint64_t *epoch;
+    /* PC_PLAN_SEGMENT: the exchange (its max_served n), serving from start */
+    const struct pc_exchange *x;
+    size_t start;
+    /* PC_PLAN_ENGINE: calls[epoch % 2], whose expected words a call writes; the Exchange's
+     * count of zero-copy calls (which advertisement would be a peer's next); nbytes for the
+     * send blocks of an MPI.IN_PLACE call */
     struct pc_xcall *calls[2];
     const uint64_t *adverts;
-    char *spare;                  /* lane.nbytes: the send blocks of an MPI.IN_PLACE call */
-};
-
-/* The fast lane of the ``mpi`` algorithm (papcoll_lane.c: mlane_alltoall): calls of one
- * shape handed to the MPI library's MPI_Alltoall on comm (a handle value, as in pc_mpi_open),
- * among n processes. */
-struct pc_mlane {
-    struct pc_lane lane;
+    char *spare;
+    /* PC_PLAN_MPI: the communicator's handle value (as in pc_mpi_open) */
     intptr_t comm;
-    int64_t n;
 };
 
 #endif

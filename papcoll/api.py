@@ -150,21 +150,16 @@ class Communicator(MPI.Intracomm):
             raise CommunicatorStateError(_IN_USE)
         try:
             ctx.peers.calls += 1               # give-ups say in which call (rendezvous.py)
-            lane = ctx.lanes.get(algorithm)
-            if lane is not None:
+            plan = ctx.plans.get(algorithm)
+            if plan is not None:               # the one entry into C (native/papcoll_call.c)
                 try:
-                    done = lane[0](sendbuf, recvbuf)
+                    done = plan.run(sendbuf, recvbuf)
+                    if done < 0:
+                        plan.algorithm.plan_failed(plan, done)   # finishes the call, or raises
                 except BaseException as err:   # e.g. Ctrl-C between two waits: peers mid-call
                     ctx.fail(err)
                     raise
-                if done > 0:
-                    return
-                if done < 0:
-                    try:
-                        lane[1].lane_failed(lane[2], done)   # finishes the call, or raises
-                    except BaseException as err:
-                        ctx.fail(err)
-                        raise
+                if done:
                     return
             self._full_path(ctx, sendbuf, recvbuf, algorithm)
         finally:
@@ -193,11 +188,11 @@ class Communicator(MPI.Intracomm):
         finally:
             config.restore(token)
         ctx.trace.end()
-        # The same algorithm= and the same buffer shape take the same route: the lane's. A call
-        # that arms none leaves the last one, whose shape still routes there.
-        lane = algo.lane(algorithm, sendbuf, recvbuf, recv)
-        if lane is not None:
-            ctx.lanes[algorithm] = (lane.run, algo, lane)
+        # The same algorithm= and the same buffer shape take the same route: the plan's. A call
+        # that leaves none leaves the last one, whose shape still routes there.
+        plan = algo.plan(algorithm, sendbuf, recvbuf, recv)
+        if plan is not None:
+            ctx.plans[algorithm] = plan
 
     def _context(self):
         ctx = getattr(self, "_ctx", False)

@@ -6,9 +6,9 @@ elements per peer and ``displ`` an offset in elements; or ``MPI.IN_PLACE`` as se
 Only datatypes whose data is contiguous bytes (no gaps, lower bound 0) are accepted:
 papcoll moves bytes, so it must know exactly which bytes a block is.
 
-The shape rules of the fast lanes live here too (:func:`lane_shape`): which checked calls a
-lane may take again without this module; native/papcoll_lane.c re-checks a call against the
-shape it was given, and declines anything else.
+Once a call has been checked here, the algorithm may leave a plan for calls of its shape,
+which then skip this module (native/papcoll_call.c recognises them, and declines anything
+else back to it).
 """
 from typing import NamedTuple
 
@@ -30,17 +30,8 @@ class Message(NamedTuple):
         return self.data[peer * self.block:(peer + 1) * self.block]
 
 
-# numpy dtype -> MPI datatype, for the dtypes the full parse has already mapped: what lets a
-# call with plain numpy arrays skip it (the full parse costs several microseconds, as much as a
-# small alltoall inside a node).
-_known = {}
-
-
 def parse_alltoall(sendbuf, recvbuf, nprocs):
     """Return (send, recv): Messages for a call on ``nprocs`` processes; send is None for IN_PLACE."""
-    fast = _plain_arrays(sendbuf, recvbuf, nprocs)
-    if fast is not None:
-        return fast
     recv = _parse(recvbuf, nprocs, "recvbuf", writable=True)
     if sendbuf is MPI.IN_PLACE:
         return None, recv
@@ -58,48 +49,18 @@ def parse_alltoall(sendbuf, recvbuf, nprocs):
     return send, recv
 
 
-def _plain_arrays(sendbuf, recvbuf, nprocs):
-    """(send, recv) when both buffers are plain C-contiguous numpy arrays of one already-known
-    dtype (sendbuf may be IN_PLACE) and the call is valid; None sends the call through the full
-    parse, which also explains every error."""
-    if type(recvbuf) is not np.ndarray:
-        return None
-    dtype, nbytes = recvbuf.dtype, recvbuf.nbytes
-    datatype = _known.get(dtype)
-    flags = recvbuf.flags
-    if datatype is None or not (flags.c_contiguous and flags.writeable) or nprocs < 1 \
-            or nbytes % (dtype.itemsize * nprocs):
-        return None
-    recv = Message(_flat_bytes(recvbuf), nbytes // nprocs, nbytes // nprocs // dtype.itemsize, datatype)
-    if sendbuf is MPI.IN_PLACE:
-        return None, recv
-    if type(sendbuf) is not np.ndarray or sendbuf.dtype != dtype or sendbuf.nbytes != nbytes \
-            or not sendbuf.flags.c_contiguous or (nbytes and np.shares_memory(sendbuf, recvbuf)):
-        return None
-    return Message(_flat_bytes(sendbuf), recv.block, recv.count, datatype), recv
-
-
-def _flat_bytes(array):
-    flat = array.ravel()    # a view: the array is C-contiguous
-    return flat if flat.dtype == np.uint8 else flat.view(np.uint8)
-
-
 def _parse(spec, nprocs, name, writable):
     if spec is MPI.IN_PLACE:
         raise BufferSpecError(f"MPI.IN_PLACE is only valid as sendbuf, not as {name}")
     buf, count, displ, datatype = _unpack(spec, name)
     view = _bytes_of(buf, name, writable)
-    derived = False
     if datatype is None:
         datatype = _datatype_of(buf, view, name)
-        derived = type(buf) is np.ndarray
     elif isinstance(datatype, str):
         datatype = _datatype_from_code(datatype, name)
     elif not isinstance(datatype, MPI.Datatype):
         raise BufferSpecError(f"{name}: expected an MPI.Datatype or typecode string, got {datatype!r}")
     extent = _check_datatype(datatype, name)
-    if derived and extent == buf.dtype.itemsize > 0:
-        _known[buf.dtype] = datatype
     if count is None:
         if extent == 0 or nprocs == 0 or view.nbytes % (extent * nprocs):
             raise BufferSpecError(
@@ -214,29 +175,3 @@ def _typename(datatype):
         return datatype.Get_name() or f"(unnamed, {datatype.Get_size()} bytes)"
     except MPI.Exception:
         return "datatype"
-
-
-def lane_shape(sendbuf, recvbuf, recv):
-    """What a lane must match to take calls like this checked one (Lane.arm's keywords), or
-    None: both buffers plain (sendbuf may be IN_PLACE) with one format, or both ``[buf,
-    datatype]`` specs naming the same datatype object; C-contiguous in either case."""
-    specs = [recvbuf] + ([] if sendbuf is MPI.IN_PLACE else [sendbuf])
-    typed = [isinstance(s, (list, tuple)) and len(s) == 2 and s[1] is recv.datatype
-             for s in specs]
-    if all(typed):
-        buffers, shape = [s[0] for s in specs], {"datatype": recv.datatype}
-    elif any(typed) or any(isinstance(s, (list, tuple)) for s in specs):
-        return None                              # other spec forms: the full path's business
-    else:
-        buffers, shape = specs, None
-    try:
-        views = [memoryview(b) for b in buffers]
-    except TypeError:
-        return None
-    if not all(v.c_contiguous for v in views):
-        return None
-    if shape is None:
-        if any(v.format != views[0].format for v in views):
-            return None
-        shape = {"buffer_format": views[0].format, "itemsize": views[0].itemsize}
-    return shape

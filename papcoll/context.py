@@ -54,7 +54,7 @@ class Context:
         self.trace = (Trace(events=trace != "phases") if trace or config.trace()
                       else NoTrace())
         self.lock = threading.Lock()      # one call at a time: see Communicator.Alltoall
-        self.algorithms, self.lanes = {}, {}
+        self.algorithms, self.plans = {}, {}   # plans: algorithm= value -> Plan
         self.broken = None                # the error that left peers in an unknown state
         self.node = self.cma = None
         self.closed = False
@@ -160,7 +160,7 @@ class Context:
         self.closed = True
         _open.pop(getattr(self, "token", None), None)
         _dropped.pop(getattr(self, "token", None), None)
-        self.lanes.clear()
+        self.plans.clear()
         for algo in self.algorithms.values():
             algo.close(collective)
         self.algorithms.clear()

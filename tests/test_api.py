@@ -12,9 +12,9 @@ def test_api(run_mpi, nprocs):
 @pytest.mark.mpi
 @pytest.mark.parametrize("algorithm", ["auto", "mpi", "pap_direct"])
 @pytest.mark.parametrize("nprocs", [1, 2, 3, 5])
-def test_fast_lane_serves_only_what_the_full_path_checked(run_mpi, nprocs, algorithm):
+def test_a_plan_serves_only_what_the_full_path_checked(run_mpi, nprocs, algorithm):
     env = {} if algorithm == "auto" else {"PAPCOLL_ALGORITHM": algorithm}
-    if algorithm == "pap_direct":       # zero-copy calls between lane calls too
+    if algorithm == "pap_direct":       # zero-copy calls between planned ones too
         env["PAPCOLL_COPY_THRESHOLD"] = "64"
-    res = run_mpi(nprocs, "lane.py", env=env)
-    assert res.returncode == 0 and "LANE OK" in res.stdout, res.stdout[-4000:]
+    res = run_mpi(nprocs, "plan.py", env=env)
+    assert res.returncode == 0 and "PLAN OK" in res.stdout, res.stdout[-4000:]

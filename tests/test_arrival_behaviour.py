@@ -10,9 +10,9 @@ OWN = [name for name in papcoll.algorithms if name != "mpi"]   # mpi's waits are
 HIERARCHICAL = ["shm_direct", "pap_shm_direct"]        # across nodes only: 2 emulated nodes
 FLAT = [name for name in OWN if name not in HIERARCHICAL]
 PAP = [name for name in FLAT if name != "direct"]     # every PAP-aware flat algorithm
-# A repeated call of one shape takes an algorithm's fast lane, where it has one: time out both ways.
+# A repeated call of one shape takes an algorithm's plan, where it has one: time out both ways.
 SHAPES = [(name, "same") for name in OWN] + [
-    (name, "new") for name in OWN if papcoll.algorithms[name].lane is not Algorithm.lane]
+    (name, "new") for name in OWN if papcoll.algorithms[name].plan is not Algorithm.plan]
 
 
 def nodes(name):

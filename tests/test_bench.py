@@ -154,3 +154,16 @@ def test_cost_reports_every_algorithm_against_mpi():
     for size, name, cpu, wall, ratio in rows:
         assert float(cpu) > 0 and float(wall) > 0
         assert name != "mpi" or float(ratio) == 1.0
+
+
+@pytest.mark.mpi
+def test_entry_reports_every_row_against_mpi():
+    res = launch(3, ["-m", "papcoll.bench", "entry", "--size", "24", "--iterations", "20",
+                     "--rounds", "3", "--algorithms", "mpi,shm_pap,auto"], timeout=240)
+    assert res.returncode == 0, res.stdout[-4000:]
+    assert "# papcoll entry: N=3, 24 per peer, 3 alternating rounds of 20" in res.stdout
+    rows = {line[:24].strip(): line[24:].split() for line in res.stdout.splitlines()
+            if line and not line.startswith(("#", "Row"))}
+    assert list(rows) == ["MPI_Alltoall (mpi4py)", "mpi", "shm_pap", "auto"]
+    assert rows["MPI_Alltoall (mpi4py)"][1] == "1.00"
+    assert all(float(us) > 0 for us, _ in rows.values())

@@ -14,19 +14,18 @@ from pathlib import Path
 
 import pytest
 
-from papcoll.native import loops, xport
+from papcoll.native import loops, plan, xport
 
 NATIVE = Path(__file__).resolve().parent.parent / "native"
 
 # ctypes class -> the C struct it mirrors
 MIRRORS = {xport.VPeer: "pc_vpeer", xport.XPortStruct: "pc_xport", xport.IbvQpHead: "pc_ibv_qp",
-           xport.Gate: "pc_gate", xport.XCallStruct: "pc_xcall", xport.XLaneStruct: "pc_xlane",
-           xport.MLaneStruct: "pc_mlane", xport.Advert: "pc_advert",
-           loops._Exchange: "pc_exchange", loops._Lane: "pc_lane"}
+           xport.Gate: "pc_gate", xport.XCallStruct: "pc_xcall", xport.Advert: "pc_advert",
+           loops._Exchange: "pc_exchange", plan.PlanStruct: "pc_plan"}
 
 
 def test_every_mirror_is_checked():
-    declared = {cls for module in (loops, xport) for _, cls in inspect.getmembers(module)
+    declared = {cls for module in (loops, plan, xport) for _, cls in inspect.getmembers(module)
                 if isinstance(cls, type) and issubclass(cls, ctypes.Structure)
                 and cls.__module__ == module.__name__}
     assert declared == set(MIRRORS), "a ctypes Structure without its C name in MIRRORS"

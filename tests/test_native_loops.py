@@ -1,11 +1,12 @@
 """The native intra-node loops (papcoll.native.PeerLoops, SegmentLoops): serving in arrival
-order, resuming after a timeout, the lane's arming, CMA reads with acknowledgements -- between
-forked processes."""
+order, resuming after a timeout, the plans that run whole calls over them (papcoll.native.Plan:
+binding and running), CMA reads with acknowledgements -- between forked processes."""
 import ctypes
 import errno
 import mmap
 import os
 import time
+import types
 
 import numpy as np
 import pytest
@@ -110,20 +111,41 @@ def test_exchange_waits_for_a_late_process():
     os.waitpid(pid, 0)
 
 
-def test_lane_arms_only_for_whole_blocks():
+def bind(plan, send, recv, datatype=None, sig=0):
+    """Plan.bind after a checked call with these buffers (``datatype``: the parsed one)."""
+    return plan.bind(send, recv, types.SimpleNamespace(datatype=datatype), sig)
+
+
+def u8(nbytes):
+    return np.zeros(nbytes, np.uint8)
+
+
+def test_a_plan_binds_only_a_shape_it_can_keep():
     loops, _ = segment_loops(2, 0, slot=4096)
-    lane = native.Lane(loops)
-    assert lane.arm(2 * 4097, 0, 1, 1.0, "B", 1)                # larger than a slot: in pieces
-    assert not lane.arm(7, 0, 1, 1.0, "B", 1)                   # not a whole block per peer
-    assert not lane.arm(0, 0, 1, 1.0, "B", 1)
-    assert not lane.arm(64, 0, 1, 1.0, "T{i:a:}" * 4, 4)        # format too long to keep
-    assert lane.arm(64, 0, 1, 1.0, datatype=object())           # [buf, datatype] specs
-    assert lane.run(np.zeros(64, np.uint8), np.zeros(64, np.uint8)) == 0   # disarmed: declined
+    plan = native.Plan.segment(None, loops, 1, 1.0, native.SLICE)
+    assert bind(plan, u8(2 * 4097), u8(2 * 4097))               # larger than a slot: in pieces
+    assert not bind(plan, u8(7), u8(7))                          # not a whole block per peer
+    assert not bind(plan, u8(0), u8(0))
+    assert not bind(plan, u8(64), u8(64).view(np.int32))         # formats differ
+    long = np.dtype([(name, "<i4") for name in ("aaaa", "bbbb", "cccc", "dddd")])
+    assert not bind(plan, np.zeros(4, long), np.zeros(4, long))  # format too long to keep
+    readonly = u8(64)
+    readonly.flags.writeable = False
+    assert not bind(plan, u8(64), readonly)
+    both = u8(128)
+    assert not bind(plan, both[:64], both[32:96])                # overlapping
+    datatype = object()
+    assert not bind(plan, [u8(64), datatype], u8(64), datatype)  # forms differ
+    assert bind(plan, [u8(64), datatype], (u8(64), datatype), datatype)
+    assert plan.run(u8(64), u8(64)) == 0                         # plain: declined, untouched
+    assert plan.run([u8(64), object()], [u8(64), object()]) == 0     # another datatype
+    plan.disarm()
+    assert plan.run([u8(64), datatype], [u8(64), datatype]) == 0
     with pytest.raises(ValueError, match="every arrived peer"):
-        native.Lane(segment_loops(2, 0, batch=1)[0])            # tracing serves one per call
+        native.Plan.segment(None, segment_loops(2, 0, batch=1)[0], 1, 1.0, native.SLICE)
 
 
-def test_lane_runs_whole_calls_in_pieces_between_processes():
+def test_a_plan_runs_whole_calls_in_pieces_between_processes():
     """Two processes, 8-byte slots, 20-byte blocks: each call is three epochs in one C call."""
     n, slot, block = 2, 8, 20
     flags = flags_of(n)
@@ -132,16 +154,16 @@ def test_lane_runs_whole_calls_in_pieces_between_processes():
 
     def process(me):
         loops = native.SegmentLoops(flags, me, regions, 2 * n * slot, slot, ctypes.c_uint64(0))
-        lane = native.Lane(loops)
-        assert lane.arm(n * block, 0x0700 + block, (me + 1) % n, 5.0, "B", 1)
+        plan = native.Plan.segment(None, loops, (me + 1) % n, 5.0, native.SLICE)
         recv = np.zeros(n * block, np.uint8)
+        assert bind(plan, u8(n * block), recv, sig=0x0700 + block)
         for call in range(1, 4):
             send = np.array([[50 * call + 10 * me + peer] * block for peer in range(n)],
                             np.uint8).ravel()
-            assert lane.run(send, recv) == 1
+            assert plan.run(send, recv) == 1
             want = np.array([[50 * call + 10 * src + me] * block for src in range(n)], np.uint8)
             assert (recv == want.ravel()).all(), (me, call, recv)
-            assert lane.run(send[:-1], recv[:-1]) == 0          # another shape: declined
+            assert plan.run(send[:-1], recv[:-1]) == 0          # another shape: declined
         assert loops.epoch.value == 9                            # 3 calls x 3 pieces
         return recv
 
@@ -154,12 +176,12 @@ def test_lane_runs_whole_calls_in_pieces_between_processes():
     assert (results == np.repeat([151, 161], block)).all()
 
 
-def test_lane_gives_up_at_its_timeout():
+def test_a_plan_gives_up_at_its_timeout():
     loops, _ = segment_loops(2, 0, slot=8)
-    lane = native.Lane(loops)
-    assert lane.arm(16, 0, 1, 0.05, "B", 1)
+    plan = native.Plan.segment(None, loops, 1, 0.05, native.SLICE)
+    assert bind(plan, u8(16), u8(16))
     t0 = time.monotonic()
-    assert lane.run(np.ones(16, np.uint8), np.zeros(16, np.uint8)) == -errno.ETIMEDOUT
+    assert plan.run(np.ones(16, np.uint8), np.zeros(16, np.uint8)) == -errno.ETIMEDOUT
     assert 0.04 <= time.monotonic() - t0 < 2 and loops.missing() == [1]
 
 
@@ -262,14 +284,14 @@ def test_an_empty_call_still_meets_and_checks_every_signature():
         loops.exchange(empty, empty, 0, 0, 4, 0x0200, 1, 0)
 
 
-def test_the_lane_reports_a_signature_that_differs():
+def test_a_plan_reports_a_signature_that_differs():
     loops, _ = segment_loops(2, 0, slot=8)
-    lane = native.Lane(loops)
-    assert lane.arm(16, 0x0308, 1, 1.0, "B", 1)
+    plan = native.Plan.segment(None, loops, 1, 1.0, native.SLICE)
+    assert bind(plan, u8(16), u8(16), sig=0x0308)
     sign(loops.flags, 1, 1, 0x0310)
     loops.flags.store(1, 1)
-    assert lane.run(np.ones(16, np.uint8), np.zeros(16, np.uint8)) == native.EPROTO
-    err = lane.mismatch()
+    assert plan.run(np.ones(16, np.uint8), np.zeros(16, np.uint8)) == native.EPROTO
+    err = loops.mismatch(loops.failed.value, loops.epoch.value, plan.s.sig)
     assert (err.peer, err.theirs, err.mine) == (1, 0x0310, 0x0308)
 
 

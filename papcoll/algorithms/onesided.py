@@ -46,7 +46,7 @@ import numpy as np
 from .. import rendezvous, signature
 from ..buffers import Message
 from ..errors import MismatchError
-from ..native import EMSGSIZE, EPROTO, ETIMEDOUT, xport
+from ..native import EMSGSIZE, EPROTO, ETIMEDOUT, Plan, xport
 from ..native.lib import address
 from ..progress import CHECK_EVERY, Deadline
 from ..transport import open_transport
@@ -71,7 +71,7 @@ class Exchange:
         self.traced = [[r] for r in self.ranks] if traced is None else traced
         self.rank, self.size = transport.rank, transport.size
         self.trace = algo.ctx.trace
-        self.counter = ctypes.c_uint64(0)       # epoch and adverts: the fast lane (C) reads
+        self.counter = ctypes.c_uint64(0)       # epoch and adverts: the plans (C) read
         self.advert_counter = ctypes.c_uint64(0)  # them too
         self.calls = {}
 
@@ -130,24 +130,21 @@ class Exchange:
                 out_len=np.full(n, block), expected=np.zeros(n))
         return c
 
-    def lane(self, block, slot, sig, shape):
-        """A fast lane for copy-based calls of ``block`` bytes per peer (xport.XLane), armed
-        for buffers of ``shape`` (buffers.lane_shape), or None (the transport would need a
-        registration per call)."""
+    def plan(self, algorithm, block, slot, sig):
+        """A plan of ``algorithm``'s for copy-based calls of ``block`` bytes per peer and
+        signature ``sig``, to bind, or None (the transport would need a registration per
+        call)."""
         if block > self.transport.inline:
             return None
         calls = [self.prepare(xport.COPY, block, slot, bank) for bank in (0, 1)]
         for call in calls:
             call.s.sig, call.s.code, call.s.lkey = sig, signature.code_of(sig), 0
-        lane = xport.XLane(calls, self.counter, self.advert_counter)
-        ok = lane.arm(self.size, block * self.size, sig, self.algo.ctx.timeout, CHECK_EVERY,
-                      **shape)
-        return lane if ok else None
+        return Plan.engine(algorithm, calls, self.counter, self.advert_counter, CHECK_EVERY)
 
-    def resume(self, lane, rc):
-        """Finish the call a fast lane left (rc: its engine's), or raise its error."""
-        c = lane.calls[self.epoch % 2]
-        self.sig, self.deadline = lane.s.lane.sig, Deadline(self.algo.ctx.timeout)
+    def resume(self, plan, rc):
+        """Finish the call a plan left (rc: its engine's), or raise its error."""
+        c = plan.parts[self.epoch % 2]
+        self.sig, self.deadline = plan.s.sig, Deadline(self.algo.ctx.timeout)
         if rc != ETIMEDOUT:
             self.failure(c, rc, "waiting for data")
         self.drive(c, "waiting for data")

@@ -22,7 +22,6 @@ that finds a disagreement still writes to the peers it has not written to (its b
 slot at every peer, whatever theirs) before it raises, so that they see it as well.
 """
 from .. import config, rendezvous
-from ..buffers import lane_shape
 from ..trace import NoTrace
 from ..errors import ConfigError
 from ..progress import Deadline
@@ -53,7 +52,6 @@ class PapDirect(OneSidedAlgorithm):
 
     def __init__(self, ctx):
         self.slot = copy_threshold(transport_class(), ctx.size)
-        self.lanes = {}                     # algorithm= value -> its fast lane (xport.XLane)
         super().__init__(ctx)
 
     def inbox_bytes(self, size):
@@ -77,31 +75,24 @@ class PapDirect(OneSidedAlgorithm):
         x.run(xport.COPY, recv.block, source, recv, self.slot)
 
 
-    def lane(self, key, sendbuf, recvbuf, recv):
+    def plan(self, key, sendbuf, recvbuf, recv):
         if not isinstance(self.ctx.trace, NoTrace) or recv.block > self.slot or not recv.block:
             return None
-        shape = lane_shape(sendbuf, recvbuf, recv)
-        if shape is None:
-            return None
-        old = self.lanes.pop(key, None)
+        sig = self.signature(recv.block, "copy-based")
+        plan = self.exchange.plan(self, recv.block, self.slot, sig)
+        if plan is None or not plan.bind(sendbuf, recvbuf, recv, sig):
+            return None                   # the last plan, if any, still serves its shape
+        old = self.plans.pop(key, None)
         if old is not None:
             old.disarm()
-        lane = self.exchange.lane(recv.block, self.slot, self.signature(recv.block,
-                                                                        "copy-based"), shape)
-        if lane is not None:
-            self.lanes[key] = lane
-        return lane
+        self.plans[key] = plan
+        return plan
 
-    def lane_failed(self, lane, rc):
-        self.exchange.resume(lane, rc)
-
-    def drop_lanes(self):
-        for lane in self.lanes.values():
-            lane.disarm()
-        self.lanes.clear()
+    def plan_failed(self, plan, rc):
+        self.exchange.resume(plan, rc)
 
     def close(self, collective=True):
-        self.drop_lanes()
+        self.drop_plans()
         super().close(collective)
 
 
@@ -115,7 +106,7 @@ class PapDirectZeroCopy(PapDirect):
     def alltoall(self, send, recv):
         self.zero_copy(send, recv, "zero-copy")
 
-    def lane(self, key, sendbuf, recvbuf, recv):
+    def plan(self, key, sendbuf, recvbuf, recv):
         return None
 
 
@@ -129,7 +120,7 @@ class PapDirectCopy(PapDirect):
             rendezvous.agree(self.ctx.comm, f"{describe(self.signature(recv.block, 'copy-based'))}"
                                             f": growing the inbox", deadline)
             old = self.exchange
-            self.drop_lanes()
+            self.drop_plans()
             old.transport.close()
             self.slot = recv.block
             self.exchange = Exchange(self, open_transport(self.ctx.comm,

@@ -25,6 +25,7 @@ class Algorithm:
 
     def __init__(self, ctx):
         self.ctx = ctx
+        self.plans = {}           # algorithm= value -> the Plan this algorithm left for it
 
     @classmethod
     def unsupported(cls, ctx):
@@ -36,12 +37,22 @@ class Algorithm:
         rank against 16 on another must be seen)."""
         raise NotImplementedError
 
-    def lane(self, key, sendbuf, recvbuf, recv):
+    def plan(self, key, sendbuf, recvbuf, recv):
         """After a call with these buffers (as the user passed them; ``recv`` parsed) and
-        ``algorithm=key`` ran here: a lane whose ``run(sendbuf, recvbuf)`` may run the next
-        such calls of the same shape -- returning 1 when it did, 0 to decline, rc < 0 when
-        ``lane_failed(lane, rc)`` must finish the call or raise its error -- or None (the
-        default: every call takes the full path)."""
+        ``algorithm=key`` ran here: a bound Plan (native/plan.py) for the next calls of the same
+        shape -- its run returns 1 when it did one, 0 to decline, rc < 0 when
+        ``plan_failed(plan, rc)`` must finish the call or raise its error -- or None (the
+        default: every call takes the full path). Keep it in ``self.plans[key]``, which
+        :meth:`drop_plans` disarms."""
+
+    def plan_failed(self, plan, rc):
+        raise NotImplementedError
+
+    def drop_plans(self):
+        """Disarm every plan this algorithm left: their calls take the full path again."""
+        for plan in self.plans.values():
+            plan.disarm()
+        self.plans.clear()
 
     def signature(self, block, scheme=""):
         """The signature of my call with ``block`` bytes per peer."""
@@ -57,9 +68,10 @@ class Algorithm:
             f"algorithm", [rank])
 
     def close(self, collective=True):
-        """Free what the algorithm set up; safe to call twice. ``collective``: every rank is
-        closing too (the Communicator met them first), so collective frees may run; otherwise
-        release only what is local."""
+        """Free what the algorithm set up, its plans first; safe to call twice. ``collective``:
+        every rank is closing too (the Communicator met them first), so collective frees may
+        run; otherwise release only what is local."""
+        self.drop_plans()
 
 
 def register(name, description):

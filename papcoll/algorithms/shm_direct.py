@@ -140,7 +140,7 @@ class ShmDirect(IntraNodeAlgorithm):
         except BaseException:
             self.close(collective=False)
             raise
-        self.plans = {}
+        self.copy_lists = {}
         self.round = 0
 
     def close(self, collective=True):
@@ -150,7 +150,7 @@ class ShmDirect(IntraNodeAlgorithm):
         if collective and self.comm not in (None, MPI.COMM_NULL):
             self.comm.Free()
         self.comm = None
-        self.plans = {}           # (not .clear(): a failed __init__ closes before it made them)
+        self.copy_lists = {}      # (not .clear(): a failed __init__ closes before it made them)
         if collective:
             self.segment.close()
         else:             # remote masters may still write into it, and MPI still exposes it
@@ -158,18 +158,18 @@ class ShmDirect(IntraNodeAlgorithm):
 
     # ---- the copy lists ----------------------------------------------------------------------
 
-    def plan(self, block, epoch):
+    def lists_for(self, block, epoch):
         """The copy lists of this round of a call with ``block`` bytes per peer, at board
         ``epoch`` (cached by block size, and the two banks' parities)."""
         banks = (epoch % 2, self.round % 2)
-        plans = self.plans.get(block)
-        if plans is None:
-            if len(self.plans) >= 8:
-                self.plans.clear()
-            plans = self.plans[block] = {}
-        plan = plans.get(banks)
+        lists = self.copy_lists.get(block)
+        if lists is None:
+            if len(self.copy_lists) >= 8:
+                self.copy_lists.clear()
+            lists = self.copy_lists[block] = {}
+        plan = lists.get(banks)
         if plan is None:
-            plan = plans[banks] = _Plan(self, block, *banks)
+            plan = lists[banks] = _Lists(self, block, *banks)
         return plan
 
     # ---- a call ------------------------------------------------------------------------------
@@ -182,7 +182,7 @@ class ShmDirect(IntraNodeAlgorithm):
         for offset in range(0, max(block, 1), self.piece_max):
             self.round += 1
             epoch = self.board.next_epoch()
-            plan = self.plan(block, epoch)
+            plan = self.lists_for(block, epoch)
             length = min(plan.piece, block - offset)
             src, dst = source[offset:], recv.data[offset:]
             trace.phase("gather")
@@ -290,7 +290,7 @@ class PapShmDirect(ShmDirect):
     pap = True
 
 
-class _Plan:
+class _Lists:
     """The copy lists of a round for calls of one block size, from ``algo``'s layout: board
     regions in ``board_bank`` (the board epoch's parity: exchanges of other algorithms
     interleave there), outbox and inbound areas in ``bank`` (the algorithm's round's):

@@ -25,13 +25,11 @@ the slots stay in cache, but every piece waits for every process (policy.py: whe
 wins). Every piece carries the signature of the whole call, so calls that disagree on the
 size are caught at the first piece; a call of empty blocks is one piece of none (its peers still see it).
 
-The lane: once a call with plain buffers has gone through papcoll's full checks, calls of the
-same shape (buffers.lane_shape: format, item size, length) skip Python altogether
-(native/papcoll_lane.c): for small blocks the Python steps around the exchange cost more than
-the exchange.
+The plan: once a call has gone through papcoll's full checks, calls of the same shape skip
+Python altogether (native/papcoll_call.c): for small blocks the Python steps around the
+exchange cost more than the exchange.
 """
 from .. import native
-from ..buffers import lane_shape
 from .intranode import IntraNodeAlgorithm
 from .registry import register
 
@@ -46,7 +44,6 @@ class ShmPap(IntraNodeAlgorithm):
         self.loops = native.SegmentLoops(board.posts, self.me, board.segment.regions,
                                          board.segment.region_stride, board.slot, board.epoch,
                                          batch=1 if self.tracing else None)
-        self.lanes = {}                          # algorithm= value -> native.Lane
 
     def alltoall(self, send, recv):
         self.start_call()
@@ -56,36 +53,30 @@ class ShmPap(IntraNodeAlgorithm):
             self.exchange(source[offset:], recv.data[offset:], block,
                           min(self.slot, block - offset), sig)
 
-    def lane(self, key, sendbuf, recvbuf, recv):
+    def plan(self, key, sendbuf, recvbuf, recv):
         if self.tracing:
             return None
-        shape = lane_shape(sendbuf, recvbuf, recv)
-        if shape is None:
-            return None
-        lane = self.lanes.get(key) or self.lanes.setdefault(key, native.Lane(self.loops))
-        if not lane.arm(recv.data.nbytes, self.signature(recv.block), self.start,
-                        self.ctx.timeout, **shape):
-            return None
-        return lane
+        plan = self.plans.get(key) or self.plans.setdefault(key, native.Plan.segment(
+            self, self.loops, self.start, self.ctx.timeout, native.SLICE))
+        return plan if plan.bind(sendbuf, recvbuf, recv, self.signature(recv.block)) else None
 
-    def lane_failed(self, lane, rc):
+    def plan_failed(self, plan, rc):
+        loops = self.loops
         if rc == native.EPROTO:
-            err = lane.mismatch()
+            err = loops.mismatch(loops.failed.value, loops.epoch.value, plan.s.sig)
             raise self.mismatch(self.ranks[err.peer], err.theirs, err.mine)
-        raise self.timeout("waiting for peers' posts", self.board.user_ranks(self.loops.missing()))
+        raise self.timeout("waiting for peers' posts", self.board.user_ranks(loops.missing()))
 
     def exchange(self, source, dest, block, length, sig):
         """One epoch: post ``length`` bytes of each block of ``source`` (blocks ``block`` bytes
         apart), then collect as many into ``dest`` as peers post theirs: one native call does
         both (more only to wait past a slice, or when tracing serves one peer per call)."""
         loops = self.loops
-        epoch = loops.next_epoch()                # the board's counter, the lanes' too
+        epoch = loops.next_epoch()                # the board's counter, the plans' too
         self.serve(loops, lambda start, timeout: loops.exchange(
             source, dest, block, length, epoch, sig, start, timeout), "waiting for peers' posts",
             epoch, posts=True)
 
     def close(self, collective=True):
-        for lane in self.lanes.values():
-            lane.disarm()
-        self.lanes.clear()
+        self.drop_plans()
         self.loops = None

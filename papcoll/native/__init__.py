@@ -3,17 +3,19 @@
 - ``lib``: loading the library (papcoll._native) and the argument checks all bindings share;
 - ``flags``: shared 64-bit flags and the bounded waits on them;
 - ``cma``: Cross Memory Attach copies;
-- ``loops``: the intra-node PAP loops and the fast lane.
+- ``loops``: the intra-node PAP loops;
+- ``plan``: cached plans, run by Communicator.Alltoall's one entry into C.
 """
 from .cma import allow_ptrace_any, cma_probe, drop_ptrace_any, cma_read, cma_readv, cma_write, cma_writev
 from .flags import Flags, flag_load, flag_store, ready_ge, wait_any_ge, wait_ge, wait_ready_ge
-from .lib import EMSGSIZE, EPROTO, ETIMEDOUT, IOV_MAX, lane_alltoall, now_ns
-from .loops import (POST_ADDR, POST_SIG, CopyList, Lane, ListLoops, PeerLoops, SegmentLoops,
+from .lib import EMSGSIZE, EPROTO, ETIMEDOUT, IOV_MAX, SLICE, now_ns
+from .loops import (POST_ADDR, POST_SIG, CopyList, ListLoops, PeerLoops, SegmentLoops,
                     SignatureMismatch, buffer_address, post_word)
+from .plan import Plan
 
 __all__ = ["EMSGSIZE", "EPROTO", "ETIMEDOUT", "IOV_MAX", "POST_ADDR", "POST_SIG", "CopyList",
-           "Flags", "Lane", "ListLoops", "PeerLoops", "SegmentLoops", "SignatureMismatch",
+           "Flags", "ListLoops", "PeerLoops", "Plan", "SLICE", "SegmentLoops", "SignatureMismatch",
            "allow_ptrace_any", "buffer_address", "cma_probe", "cma_read", "cma_readv",
            "cma_write", "cma_writev", "drop_ptrace_any", "flag_load", "flag_store",
-           "lane_alltoall", "now_ns", "post_word", "ready_ge", "wait_any_ge", "wait_ge",
+           "now_ns", "post_word", "ready_ge", "wait_any_ge", "wait_ge",
            "wait_ready_ge"]

@@ -21,7 +21,7 @@ EMSGSIZE = -errno.EMSGSIZE
 
 def _load():
     try:
-        from .. import _native as module    # the same library, as a module: lane_alltoall
+        from .. import _native as module    # the same library, as a module (plan.py)
     except ImportError as e:
         raise ImportError("papcoll._native is not built; run ./scripts/setup") from e
     lib = ctypes.CDLL(module.__file__)
@@ -53,8 +53,7 @@ def _load():
         fn = getattr(lib, name)
         fn.restype, fn.argtypes = restype, argtypes
     _same_mpi(lib)
-    module.set_in_place(MPI.IN_PLACE)
-    return lib, module.lane_alltoall
+    return lib
 
 
 def _same_mpi(lib):
@@ -70,7 +69,7 @@ def _same_mpi(lib):
                           f"the one mpi4py loaded ({theirs}): rerun ./scripts/setup")
 
 
-lib, lane_alltoall = _load()
+lib = _load()
 now_ns = lib.pc_now_ns
 now_ns.__doc__ = "CLOCK_MONOTONIC in nanoseconds (the clock of every native deadline)."
 

@@ -1,10 +1,9 @@
 """The intra-node PAP loops (native/papcoll_native.h): a whole exchange step in one C call,
-serving every peer as its post shows up, and the fast lane that runs whole calls in C.
+serving every peer as its post shows up.
 
 :class:`PeerLoops` holds the loops' state (which peers are pending, the order served);
-:class:`SegmentLoops` adds the exchange through a node segment; a :class:`Lane` runs whole
-calls over a SegmentLoops' exchange without Python (``lane_alltoall``, from
-native/papcoll_lane.c, the one function that takes Python objects).
+:class:`SegmentLoops` adds the exchange through a node segment, over which a plan
+(plan.py) runs whole calls.
 
 Every post carries the signature of its call (``PC_POST_SIG``: two banks after the flag); a
 loop that finds a peer's signature different from its own raises :class:`SignatureMismatch`
@@ -12,7 +11,6 @@ before it reads a byte of that peer's data.
 """
 import ctypes
 import errno
-import functools
 import operator
 import os
 
@@ -21,8 +19,8 @@ from mpi4py import MPI
 
 from .cma import cma_error
 from .flags import Flags
-from .lib import (ENOENT, EPROTO, ETIMEDOUT, SLICE, address, bytes_view, check_index,
-                  lane_alltoall, lib, sliced, start_index, timeout_ns)
+from .lib import (ENOENT, EPROTO, ETIMEDOUT, address, bytes_view, check_index,
+                  lib, sliced, start_index, timeout_ns)
 
 POST_SIG, POST_ADDR = 1, 3          # words of a post after its flag (PC_POST_SIG, PC_POST_ADDR)
 
@@ -163,21 +161,12 @@ class _Exchange(ctypes.Structure):     # struct pc_exchange
         ("served", "p"), ("max_served", "n"), ("failed", "p"))]
 
 
-class _Lane(ctypes.Structure):         # struct pc_lane
-    _fields_ = [("x", ctypes.c_void_p), ("epoch", ctypes.c_void_p), ("start", ctypes.c_size_t),
-                ("timeout_ns", ctypes.c_int64), ("slice_ns", ctypes.c_int64),
-                ("nbytes", ctypes.c_int64),
-                ("itemsize", ctypes.c_int64), ("sig", ctypes.c_uint64),
-                ("format", ctypes.c_char * 16), ("datatype", ctypes.c_void_p),
-                ("armed", ctypes.c_int)]
-
-
 class SegmentLoops(PeerLoops):
     """:class:`PeerLoops` plus the whole exchange through a node segment in one C call
     (``pc_exchange_blocks``): ``flags`` (a writable Flags of n) are the processes' posts,
     ``regions`` (a writable contiguous array) holds their data regions ``region_stride`` bytes
     apart, each two banks of n slots of ``slot`` bytes. Epochs come from ``epoch`` (a
-    ctypes.c_uint64 counter that every user of these posts shares, its lanes too)."""
+    ctypes.c_uint64 counter that every user of these posts shares, its plans too)."""
 
     def __init__(self, flags, me, regions, region_stride, slot, epoch, batch=None):
         super().__init__(flags, batch)
@@ -219,55 +208,6 @@ class SegmentLoops(PeerLoops):
         if rc == EPROTO:
             raise self.mismatch(self.failed.value, epoch, sig)
         return self._served_now(rc)
-
-
-class Lane:
-    """A fast lane over the exchange of ``loops`` (a :class:`SegmentLoops` that serves every
-    arrived peer per call): ``run(sendbuf, recvbuf)`` is ``lane_alltoall`` -- a whole call in
-    C, returning 1 when done, 0 to decline (the buffers do not have the armed shape; nothing
-    was touched), -ETIMEDOUT when peers did not come in time (``loops.missing()``) and
-    -EPROTO when a peer's call differs (:meth:`mismatch`)."""
-
-    def __init__(self, loops):
-        if loops.batch != loops.n:
-            raise ValueError("a lane needs loops that serve every arrived peer per call")
-        self._loops = loops                       # keeps the plan and the counter alive
-        self._lane = _Lane(loops._plan_addr, ctypes.addressof(loops.epoch))
-        self.run = functools.partial(lane_alltoall, ctypes.addressof(self._lane))
-
-    def arm(self, nbytes, sig, start, timeout, buffer_format=None, itemsize=0, datatype=None):
-        """Serve calls of the shape of one the caller has fully checked: send and receive
-        buffers of ``nbytes`` bytes, C-contiguous, either plain with items of ``itemsize``
-        bytes and buffer ``format``, or -- with ``datatype`` -- ``[buf, datatype]`` specs
-        naming that very object; the calls' signature is ``sig``. Peers are served from
-        ``start``; a call gives up after ``timeout`` seconds. Returns whether it is armed (a
-        whole, non-empty block per peer, and a format short enough to keep)."""
-        self._lane.start = start_index(start, self._loops.n)
-        return arm(self, self._lane, self._loops.n, nbytes, sig, timeout, SLICE, buffer_format,
-                   itemsize, datatype)
-
-    def mismatch(self):
-        """The SignatureMismatch behind a run that returned -EPROTO."""
-        loops = self._loops
-        return loops.mismatch(loops.failed.value, loops.epoch.value, self._lane.sig)
-
-    def disarm(self):
-        self._lane.armed = 0
-
-
-def arm(owner, lane, n, nbytes, sig, timeout, slice, buffer_format, itemsize, datatype):
-    """Arm ``lane`` (a struct pc_lane) for calls of one shape (Lane.arm says which) among
-    ``n`` processes, each running at most ``timeout`` seconds, ``slice`` at a time without
-    the GIL; ``owner`` keeps the datatype alive, so that its id stays its own."""
-    lane.armed = 0
-    code = b"" if datatype is not None else buffer_format.encode("ascii", "replace")
-    if len(code) < _Lane.format.size and nbytes > 0 and nbytes % n == 0:
-        owner._datatype = datatype
-        lane.format, lane.itemsize, lane.nbytes, lane.sig = code, itemsize, nbytes, sig
-        lane.datatype = None if datatype is None else id(datatype)
-        lane.timeout_ns, lane.slice_ns = timeout_ns(timeout), timeout_ns(slice)
-        lane.armed = 1
-    return bool(lane.armed)
 
 
 class CopyList:

@@ -3,15 +3,12 @@ Python fills at set-up, and the calls. The transports (transport/) fill a :class
 their MPI handles or verbs objects; the algorithms (algorithms/onesided.py) run a call as an
 :class:`XCall`. What the fields mean is said once, in the header."""
 import ctypes as c
-import functools
 import os
 import weakref
 
 import numpy as np
 
 from .lib import address, lib
-from .loops import _Lane, arm
-from .. import _native
 
 PC_VERBS, PC_MPI = 1, 2
 ADVERT, DATA = 0, 1
@@ -143,36 +140,6 @@ def arrived(call, peer):
 
 
 
-class XLaneStruct(c.Structure):
-    _fields_ = [("lane", _Lane), ("calls", c.POINTER(XCallStruct) * 2), ("adverts", _p),
-                ("spare", _p)]
-
-
-class XLane:
-    """The fast lane of copy-based PAP Direct: ``run(sendbuf, recvbuf)`` is xlane_alltoall
-    over ``calls`` (the prepared XCallStruct of each bank), counting calls in ``counter``
-    (a c_uint64: the Exchange's epoch; ``adverts``, its count of zero-copy calls). It returns 1 when the call is done, 0 when it
-    declined, or the engine's rc for the call it left in ``calls[epoch % 2]``."""
-
-    def __init__(self, calls, counter, adverts):
-        self.calls = calls                  # kept alive with their arrays
-        self.s = XLaneStruct(adverts=c.addressof(adverts))
-        self.s.lane.epoch = c.addressof(counter)
-        for bank, call in enumerate(calls):
-            self.s.calls[bank] = c.pointer(call.s)
-        self.run = functools.partial(_native.xlane_alltoall, c.addressof(self.s))
-
-    def arm(self, n, nbytes, sig, timeout, slice, buffer_format=None, itemsize=0,
-            datatype=None):
-        self.spare = np.empty(nbytes, np.uint8)
-        self.s.spare = address(self.spare)
-        return arm(self, self.s.lane, n, nbytes, sig, timeout, slice, buffer_format, itemsize,
-                   datatype)
-
-    def disarm(self):
-        self.s.lane.armed = 0
-
-
 class IbvQpHead(c.Structure):
     """struct pc_ibv_qp: the head of libibverbs' struct ibv_qp, in this machine's byte order."""
     _fields_ = [("context", _p), ("qp_context", _p), ("pd", _p), ("send_cq", _p),
@@ -208,26 +175,3 @@ def ibv_qp(qp, qp_num, words=48):
                 and head.send_cq and head.recv_cq):
             return word, head.send_cq, head.recv_cq
     raise OSError(f"no struct ibv_qp of QP number {qp_num} found in the pyverbs QP object")
-
-
-class MLaneStruct(c.Structure):
-    _fields_ = [("lane", _Lane), ("comm", _iptr), ("n", c.c_int64)]
-
-
-class MLane:
-    """The ``mpi`` algorithm's fast lane over ``comm``: ``run(sendbuf, recvbuf)`` is
-    mlane_alltoall, MPI_Alltoall of the armed shape from C. 1 done, 0 declined, -(MPI error)."""
-
-    def __init__(self, comm):
-        self.s = MLaneStruct(comm=comm.handle, n=comm.Get_size())
-        self.run = functools.partial(_native.mlane_alltoall, c.addressof(self.s))
-
-    def arm(self, nbytes, buffer_format=None, itemsize=0, datatype=None):
-        if nbytes // max(self.s.n, 1) >= 1 << 31:        # MPI counts are ints
-            self.disarm()
-            return False
-        return arm(self, self.s.lane, self.s.n, nbytes, 0, 0, 0, buffer_format, itemsize,
-                   datatype)
-
-    def disarm(self):
-        self.s.lane.armed = 0

@@ -16,7 +16,7 @@ Control page of process i (each word written by i only, read by the others):
 
 Data region of process i: two banks of n slots of ``slot`` bytes (shm_pap's copies).
 
-**Epochs**: the exchanges have one counter (:meth:`next_epoch`, a ctypes word the native lanes
+**Epochs**: the exchanges have one counter (:meth:`next_epoch`, a ctypes word the native plans
 advance too). Every exchange on the board -- a shm_pap piece, a cma_pap call -- is a full
 exchange among the node's processes (nobody finishes it before everyone has posted) that takes
 the next epoch, so no process is ever more than one epoch ahead of another: what the two banks

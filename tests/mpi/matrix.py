@@ -107,7 +107,7 @@ def repeated(pc, name, ncalls):
 
 def streak(pc, name, ncalls):
     """Back-to-back calls of one shape (fresh buffers, fresh data, random arrival delays): the
-    calls an algorithm's fast lane serves after the first."""
+    calls an algorithm's plan serves after the first."""
     mine = random.Random(rank * 104729 + 3)
     for nbytes in (24, 4099):
         for _ in range(ncalls // 2):

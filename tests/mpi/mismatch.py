@@ -3,7 +3,7 @@
 algorithm, or a buffer shorter than a peer expects -- raise on every rank, within the timeout.
 
 mismatch NAME A B  the last rank passes B bytes per peer, the others A (after three calls of
-                   A on every rank, so a lane may be armed): every rank raises MismatchError
+                   A on every rank, so a plan may be left): every rank raises MismatchError
                    naming the calls, within the timeout, and the Communicator is unusable.
 policy             N=2: calls at and above shm_pap's limit in the policy table, algorithm left to it
                    (shm_pap against cma_pap): MismatchError on both.
@@ -31,7 +31,7 @@ def unusable(pc):
 def mismatch(name, a, b):
     odd = size - 1
     pc = papcoll.Communicator(world)
-    for _ in range(3):                               # the same shape on every rank: a lane
+    for _ in range(3):                               # the same shape on every rank: a plan
         send, want = fresh(a)
         recv = np.empty_like(send)
         pc.Alltoall(send, recv, algorithm=name)

@@ -5,7 +5,7 @@ order: the last rank arrives LATE seconds after the others. A PAP-aware algorith
 timeout: the last rank never calls; the others must raise PapcollTimeoutError naming it within
     the timeout, the Communicator must refuse further calls, and close() must still work, at
     once, on every rank. The
-    call that times out has the first call's shape (``same``: an algorithm's fast lane takes it)
+    call that times out has the first call's shape (``same``: an algorithm's plan takes it)
     or a new one (``new``: the full path).
 interrupt: the same, but Ctrl-C arrives during the wait: it must get through at once.
 hier_order NAME LATE: N=4 as 2 nodes of 2 (PAPCOLL_NODE_SIZE=2); rank LATE (2, the second
@@ -118,7 +118,7 @@ def handed_on():
 
 def one_call_made(name, shape):
     """A Communicator after one call, and the buffers for the next: of the same ``shape``
-    (``same``: an algorithm's fast lane takes it) or a ``new`` one (the full path)."""
+    (``same``: an algorithm's plan takes it) or a ``new`` one (the full path)."""
     pc = papcoll.Communicator(world)
     send = np.zeros(size * 16, np.uint8)
     recv = np.empty_like(send)

@@ -1,10 +1,10 @@
-"""MPI worker for the fast lanes: shm_pap's (native/papcoll_lane.c), or the algorithm
-PAPCOLL_ALGORITHM names (``mpi``: algorithms/mpi.py; ``pap_direct``: the one-sided engine's
-copy-based lane); valid at any N on one node. Calls of an armed shape must skip papcoll's Python path and still deliver exactly what
-MPI_Alltoall does, MPI.IN_PLACE and [buf, datatype] specs included; every call the lane
-cannot serve (a changed format or datatype, a read-only or overlapping buffer, other spec
-forms) must fall back to the full path and get its result or its error. Rank 0 prints
-LANE OK."""
+"""MPI worker for the cached plans (native/papcoll_call.c): shm_pap's, or those of the
+algorithm PAPCOLL_ALGORITHM names (``mpi``: MPI_Alltoall; ``pap_direct``: the one-sided
+engine's copy-based calls); valid at any N on one node. Calls of a planned shape must skip
+papcoll's Python path and still deliver exactly what MPI_Alltoall does, MPI.IN_PLACE and
+[buf, datatype] specs included; every call the plan cannot serve (a changed format or
+datatype, a read-only or overlapping buffer, other spec forms) must fall back to the full path
+and get its result or its error. Rank 0 prints PLAN OK."""
 import os
 import sys
 import time
@@ -49,10 +49,10 @@ def data(dtype=np.uint8):
 
 
 def expect(path, fn):
-    """Run fn() and check which path it took: 'lane' or 'full'."""
+    """Run fn() and check which path it took: 'plan' or 'full'."""
     before = full_path
     fn()
-    took = "full" if full_path > before else "lane"
+    took = "full" if full_path > before else "plan"
     assert took == path, f"rank {rank}: call {calls} took the {took} path, not the {path} one"
 
 
@@ -69,31 +69,31 @@ with papcoll.Communicator(world) as pc:
     if size == 1:   # nothing to exchange: every call returns before choosing an algorithm
         send, recv, want = data()
         pc.Alltoall(send, recv)
-        assert np.array_equal(recv, want) and not pc._context().lanes
+        assert np.array_equal(recv, want) and not pc._context().plans
     else:
         send, recv, want = data()
-        expect("full", lambda: pc.Alltoall(send, recv))          # arms the lane
+        expect("full", lambda: pc.Alltoall(send, recv))          # leaves a plan
         assert np.array_equal(recv, want)
-        armed = pc._context().lanes[None][1].name
+        armed = pc._context().plans[None].algorithm.name
         assert armed == os.environ.get("PAPCOLL_ALGORITHM", "shm_pap"), armed
         for _ in range(20):                                      # same shape, fresh buffers
             send, recv, want = data()
-            expect("lane", lambda s=send, r=recv: pc.Alltoall(s, r))
+            expect("plan", lambda s=send, r=recv: pc.Alltoall(s, r))
             assert np.array_equal(recv, want)
-        send, recv, want = data()                                # explicit name: its own lane
+        send, recv, want = data()                                # explicit name: its own plan
         expect("full", lambda: pc.Alltoall(send, recv, algorithm="shm_pap"))
         send, recv, want = data()
-        expect("lane", lambda: pc.Alltoall(send, recv, algorithm="shm_pap"))
+        expect("plan", lambda: pc.Alltoall(send, recv, algorithm="shm_pap"))
         assert np.array_equal(recv, want)
 
-        send, recv, want = data(np.int32)                        # another format: full, re-arms
+        send, recv, want = data(np.int32)                        # another format: full, re-binds
         expect("full", lambda: pc.Alltoall(send, recv))
         assert np.array_equal(recv.view(np.uint8), want)
         send, recv, want = data(np.int32)                        # bytes to int32: 'B' != 'i'
         raises(papcoll.BufferSpecError, "does not match",
                lambda: pc.Alltoall(bytearray(send.tobytes()), recv))
         send, recv, want = data(np.int32)
-        expect("lane", lambda: pc.Alltoall(send, recv))
+        expect("plan", lambda: pc.Alltoall(send, recv))
         assert np.array_equal(recv.view(np.uint8), want)
 
         send, recv, want = data(np.int32)                        # 2-D, Fortran order: full
@@ -112,26 +112,26 @@ with papcoll.Communicator(world) as pc:
 
         send, recv, want = data(np.int32)                        # IN_PLACE: the same shape
         recv[:] = send
-        expect("lane", lambda: pc.Alltoall(MPI.IN_PLACE, recv))
+        expect("plan", lambda: pc.Alltoall(MPI.IN_PLACE, recv))
         assert np.array_equal(recv.view(np.uint8), want)
-        send, recv, want = data(np.float64)                      # a lane armed IN_PLACE...
+        send, recv, want = data(np.float64)                      # a plan bound IN_PLACE...
         recv[:] = send
         expect("full", lambda: pc.Alltoall(MPI.IN_PLACE, recv))
         assert np.array_equal(recv.view(np.uint8), want)
         send, recv, want = data(np.float64)                      # ...serves send/recv calls
-        expect("lane", lambda: pc.Alltoall(send, recv))
+        expect("plan", lambda: pc.Alltoall(send, recv))
         assert np.array_equal(recv.view(np.uint8), want)
         raises(papcoll.BufferSpecError, "only valid as sendbuf",
                lambda: pc.Alltoall(send, MPI.IN_PLACE))
-        send, recv, want = data(np.float64)                      # [buf, datatype]: own lane
+        send, recv, want = data(np.float64)                      # [buf, datatype]: own plan
         expect("full", lambda: pc.Alltoall([send, MPI.DOUBLE], [recv, MPI.DOUBLE]))
         assert np.array_equal(recv.view(np.uint8), want)
         send, recv, want = data(np.uint8)                        # the datatype says what the
-        expect("lane", lambda: pc.Alltoall((send, MPI.DOUBLE), [recv, MPI.DOUBLE]))   # bytes are
+        expect("plan", lambda: pc.Alltoall((send, MPI.DOUBLE), [recv, MPI.DOUBLE]))   # bytes are
         assert np.array_equal(recv, want)
         send, recv, want = data(np.float64)
         recv[:] = send
-        expect("lane", lambda: pc.Alltoall(MPI.IN_PLACE, [recv, MPI.DOUBLE]))
+        expect("plan", lambda: pc.Alltoall(MPI.IN_PLACE, [recv, MPI.DOUBLE]))
         assert np.array_equal(recv.view(np.uint8), want)
         send, recv, want = data(np.float64)                      # another datatype, or none
         expect("full", lambda: pc.Alltoall([send, MPI.INT64_T], [recv, MPI.INT64_T]))
@@ -147,7 +147,7 @@ with papcoll.Communicator(world) as pc:
         assert np.array_equal(recv.view(np.uint8), want)
 
         if os.environ.get("PAPCOLL_ALGORITHM") == "pap_direct" and size > 1:
-            # Lane calls between zero-copy ones (PAPCOLL_COPY_THRESHOLD=64): a peer one call
+            # Planned calls between zero-copy ones (PAPCOLL_COPY_THRESHOLD=64): a peer one call
             # ahead has advertised for its next, zero-copy call -- no disagreement.
             rng = np.random.default_rng(calls)
             for i in range(40):
@@ -162,4 +162,4 @@ with papcoll.Communicator(world) as pc:
 
 world.Barrier()
 if rank == 0:
-    print("LANE OK", flush=True)
+    print("PLAN OK", flush=True)

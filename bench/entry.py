@@ -1,0 +1,66 @@
+"""What entering papcoll costs: back-to-back calls of one small shape, no delays.
+
+    mpiexec -n 2 python -m mpi4py -m papcoll.bench entry --size 8
+
+Every rank calls in a tight loop, so the time per call is the libraries' own path plus one
+exchange among processes that are all there. The baseline is ``MPI.Comm.Alltoall`` on the same
+communicator (mpi4py straight into the MPI library); ``mpi`` through papcoll adds papcoll's
+entry to the same MPI_Alltoall, and ``auto`` is what a user gets by default. Rounds of
+``--iterations`` calls alternate between the rows (``--rounds`` of them, so that a slow spell
+of the machine hits every row alike) and each row reports its median round, checked once.
+"""
+import time
+
+import numpy as np
+from mpi4py import MPI
+
+import papcoll
+from papcoll.algorithms import AUTO
+
+from .arrival_measure import buffers, usable_algorithms
+from .options import comma_list, format_size, integer, parse_algorithm, parse_size
+
+BASELINE = "MPI_Alltoall (mpi4py)"
+
+
+def add_arguments(parser):
+    parser.add_argument("--size", type=parse_size, default=8, help="bytes per peer (default 8)")
+    parser.add_argument("--algorithms", type=comma_list(parse_algorithm, sort=False),
+                        default=["mpi", AUTO], help="papcoll rows (default mpi,auto)")
+    parser.add_argument("--iterations", type=integer(1), default=2000,
+                        help="calls per round (default 2000)")
+    parser.add_argument("--rounds", type=integer(1), default=9,
+                        help="rounds per row, alternating (default 9)")
+
+
+def run(args):
+    with papcoll.Communicator(MPI.COMM_WORLD) as pc:
+        rank, size = pc.Get_rank(), pc.Get_size()
+        names, skipped = usable_algorithms(pc, args.algorithms)
+        send, recv, want = buffers(rank, size, args.size)
+        rows = {BASELINE: lambda: MPI.Intracomm.Alltoall(pc, send, recv)}
+        for name in names:
+            rows[name] = lambda name=name: pc.Alltoall(send, recv, algorithm=name)
+        times = {row: [] for row in rows}
+        for _ in range(args.rounds):
+            for row, call in rows.items():
+                recv[:] = 0
+                call()
+                if not np.array_equal(recv, want):
+                    raise AssertionError(f"{row}: wrong data")
+                pc.Barrier()
+                t0 = time.perf_counter()
+                for _ in range(args.iterations):
+                    call()
+                times[row].append((time.perf_counter() - t0) / args.iterations)
+        per_call = {row: pc.allreduce(float(np.median(t)), op=MPI.MAX) for row, t in times.items()}
+        if rank == 0:
+            print(f"# papcoll entry: N={size}, {format_size(args.size)} per peer, "
+                  f"{args.rounds} alternating rounds of {args.iterations} back-to-back calls, "
+                  f"median round (slowest rank)")
+            for name, why in skipped.items():
+                print(f"# skipped {name}: {why}")
+            print(f"{'Row':24} {'us/call':>9} {'vs MPI':>7}")
+            for row, t in per_call.items():
+                print(f"{row:24} {t * 1e6:9.2f} {t / per_call[BASELINE]:7.2f}", flush=True)
+    return 0

@@ -1,0 +1,270 @@
+/* papcoll._native as a Python module: Communicator.Alltoall's one entry into compiled code.
+ *
+ * Everything else in the native core is plain C called through ctypes. A small alltoall
+ * inside a node takes about a microsecond of real work, and Python's steps around it
+ * (parsing buffer specs, choosing, checking) took several times that; MPI libraries called
+ * from mpi4py pay none of it. So once papcoll has fully checked a call, the algorithm that ran
+ * it may leave a plan (struct pc_plan) for calls of its shape: alltoall() takes the user's
+ * buffers, checks that they still have that shape, and runs the whole call with the GIL
+ * released. Anything it does not recognise it declines, untouched, and the caller takes the
+ * full Python path, which also produces every error message. The shape rules live here only:
+ * bind() reads a checked call's buffers, alltoall() compares.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <errno.h>
+#include <limits.h>
+#include <string.h>
+
+#include "papcoll_native.h"
+#include "papcoll_xport.h"
+
+static PyObject *in_place_marker; /* mpi4py's MPI.IN_PLACE, given once by set_in_place */
+
+static struct pc_plan *plan_of(PyObject *arg)
+{
+    return PyLong_AsVoidPtr(arg);
+}
+
+/* The object holding the data of a buffer argument: the argument itself for plain buffers
+ * (datatype NULL), the buffer of a [buf, datatype] list or tuple naming datatype otherwise;
+ * NULL for anything else. */
+static PyObject *data_of(const void *datatype, PyObject *spec)
+{
+    int typed = (PyList_CheckExact(spec) || PyTuple_CheckExact(spec)) &&
+                PySequence_Fast_GET_SIZE(spec) == 2;
+    if (datatype == NULL)
+        return PyList_Check(spec) || PyTuple_Check(spec) ? NULL : spec;
+    if (typed && PySequence_Fast_GET_ITEM(spec, 1) == datatype)
+        return PySequence_Fast_GET_ITEM(spec, 0);
+    return NULL;
+}
+
+/* The buffers of a call whose specs have the form datatype says (see data_of): 1 with r
+ * held, and s too unless sendbuf is MPI.IN_PLACE (*in_place; then s is r), C-contiguous and
+ * not overlapping; 0, nothing held, for any other call. */
+static int hold(const void *datatype, PyObject *sendbuf, PyObject *recvbuf, Py_buffer *s,
+                Py_buffer *r, int *in_place)
+{
+    *in_place = in_place_marker != NULL && sendbuf == in_place_marker;
+    PyObject *send_data = *in_place ? NULL : data_of(datatype, sendbuf);
+    PyObject *recv_data = data_of(datatype, recvbuf);
+    if (recv_data == NULL || (send_data == NULL && !*in_place))
+        return 0;
+    if (PyObject_GetBuffer(recv_data, r, PyBUF_WRITABLE | PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (*in_place) {
+        *s = *r;
+    } else if (PyObject_GetBuffer(send_data, s, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
+        PyErr_Clear();
+        PyBuffer_Release(r);
+        return 0;
+    }
+    const char *send = s->buf, *recv = r->buf;
+    if (*in_place || send + s->len <= recv || recv + r->len <= send)
+        return 1;
+    PyBuffer_Release(s);
+    PyBuffer_Release(r);
+    return 0;
+}
+
+static void release(Py_buffer *s, Py_buffer *r, int in_place)
+{
+    if (!in_place)
+        PyBuffer_Release(s);
+    PyBuffer_Release(r);
+}
+
+static const char *format_of(const Py_buffer *b)
+{
+    return b->format ? b->format : "B";
+}
+
+/* A buffer of the plan's shape: its length and, for plain buffers, its format and item size
+ * (a [buf, datatype] spec makes the datatype, not the buffer's format, say what the bytes
+ * are). */
+static int shaped(const struct pc_plan *p, const Py_buffer *b)
+{
+    return b->len == p->nbytes &&
+           (p->datatype != NULL ||
+            (b->itemsize == p->itemsize && strcmp(format_of(b), p->format) == 0));
+}
+
+/* One piece of a segment call: an epoch of pc_exchange_blocks, resumed slice by slice with
+ * the GIL taken in between for signals. 0 when every process was served, -ETIMEDOUT at the
+ * deadline, -EPROTO when a process's call differs (x->failed), -1 with a Python error set. */
+static int segment_piece(const struct pc_plan *p, const char *src, char *dst, size_t len,
+                         uint64_t epoch, int64_t deadline)
+{
+    const struct pc_exchange *x = p->x;
+    size_t left = x->n, start = p->start, block = (size_t)p->nbytes / x->n;
+    for (;;) {
+        int64_t slice = deadline - pc_now_ns();
+        slice = slice < 0 ? 0 : slice > p->slice_ns ? p->slice_ns : slice;
+        int rc;
+        Py_BEGIN_ALLOW_THREADS
+        rc = pc_exchange_blocks(x, src, dst, block, len, epoch, p->sig, start, slice);
+        Py_END_ALLOW_THREADS
+        if (rc > 0) {
+            left -= (size_t)rc;
+            if (left == 0)
+                return 0;
+            start = (x->served[rc - 1] + 1) % x->n;
+        } else if (rc == -EPROTO) {
+            return rc;
+        } else if (rc != -ETIMEDOUT) { /* the plan was checked when it was built */
+            PyErr_Format(PyExc_SystemError, "papcoll plan: exchange failed (%d)", rc);
+            return -1;
+        } else if (pc_now_ns() >= deadline) {
+            return -ETIMEDOUT;
+        }
+        if (PyErr_CheckSignals() < 0)
+            return -1;
+    }
+}
+
+/* shm_pap: the call in slot-sized pieces, each the next epoch; at least one piece: a call of
+ * empty blocks still meets its peers. 1, or as segment_piece. */
+static int run_segment(const struct pc_plan *p, const char *send, char *recv)
+{
+    size_t block = (size_t)p->nbytes / p->x->n, slot = p->x->slot, offset = 0;
+    int64_t deadline = pc_now_ns() + p->timeout_ns;
+    int rc;
+    do
+        rc = segment_piece(p, send + offset, recv + offset,
+                           block - offset < slot ? block - offset : slot, ++*p->epoch,
+                           deadline);
+    while (rc == 0 && (offset += slot) < block);
+    return rc == 0 ? 1 : rc;
+}
+
+/* Copy-based PAP Direct by the engine: 1 done, or the engine's rc for the call it left in
+ * calls[epoch % 2] (-ETIMEDOUT after the slice: the caller resumes it, -EPROTO, a transport's
+ * failure). In place, the blocks go out of the plan's spare copy: peers' blocks land in recv
+ * while mine for them may still be read. */
+static int run_engine(const struct pc_plan *p, const char *send, char *recv, int in_place)
+{
+    uint64_t epoch = ++*p->epoch;
+    struct pc_xcall *c = p->calls[epoch % 2];
+    size_t me = c->x->me, block = (size_t)p->nbytes / c->x->n;
+    pc_xcall_start(c, epoch, *p->adverts, c->sig, c->code, (int64_t)block);
+    c->out = recv;
+    if (in_place) {
+        memcpy(p->spare, recv, (size_t)p->nbytes);
+        c->src = p->spare;
+    } else {
+        c->src = send;
+        memcpy(recv + me * block, send + me * block, block);
+    }
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = pc_xcall_run(c, p->slice_ns);
+    Py_END_ALLOW_THREADS
+    return rc;
+}
+
+/* mpi: MPI_Alltoall, the GIL released as mpi4py does. 1, or -(the MPI error code). */
+static int run_mpi(const struct pc_plan *p, const char *send, char *recv, int in_place)
+{
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = pc_mpi_alltoall(in_place ? NULL : send, (int)(p->nbytes / p->n), recv, p->comm);
+    Py_END_ALLOW_THREADS
+    return rc ? -rc : 1;
+}
+
+/* alltoall(plan, sendbuf, recvbuf) -> 1 done, 0 declined (nothing touched: no plan, not
+ * armed, or buffers of another shape), or < 0: the call is left for the algorithm to finish
+ * or to raise (the run_* say which values). plan: a struct pc_plan's address, or None. */
+static PyObject *alltoall(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "alltoall(plan, sendbuf, recvbuf)");
+        return NULL;
+    }
+    if (args[0] == Py_None)
+        return PyLong_FromLong(0);
+    const struct pc_plan *p = plan_of(args[0]);
+    if (p == NULL)
+        return PyErr_Occurred() ? NULL : PyLong_FromLong(0);
+    Py_buffer s, r;
+    int in_place;
+    if (!p->armed || !hold(p->datatype, args[1], args[2], &s, &r, &in_place))
+        return PyLong_FromLong(0);
+    if (!shaped(p, &r) || (!in_place && !shaped(p, &s))) {
+        release(&s, &r, in_place);
+        return PyLong_FromLong(0);
+    }
+    int rc = p->kind == PC_PLAN_SEGMENT ? run_segment(p, s.buf, r.buf)
+             : p->kind == PC_PLAN_ENGINE ? run_engine(p, s.buf, r.buf, in_place)
+                                         : run_mpi(p, s.buf, r.buf, in_place);
+    release(&s, &r, in_place);
+    return PyErr_Occurred() ? NULL : PyLong_FromLong(rc);
+}
+
+/* bind(plan, sendbuf, recvbuf, datatype, sig) -> whether the plan is now armed for calls of
+ * the shape of this one, which papcoll has fully checked (datatype: the one it parsed), with
+ * signature sig. The forms a plan takes: both buffers plain (sendbuf may be MPI.IN_PLACE),
+ * C-contiguous with one format short enough to keep, or both [buf, datatype] specs naming
+ * that datatype object; a whole, non-empty block per process (for MPI, under 2 GiB). A call of
+ * another form leaves the plan as it was. */
+static PyObject *bind(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "bind(plan, sendbuf, recvbuf, datatype, sig)");
+        return NULL;
+    }
+    struct pc_plan *p = plan_of(args[0]);
+    uint64_t sig = PyLong_AsUnsignedLongLong(args[4]);
+    if (p == NULL || PyErr_Occurred())
+        return PyErr_Occurred() ? NULL : Py_NewRef(Py_False);
+    const void *datatype = data_of(args[3], args[2]) != NULL ? args[3] : NULL;
+    Py_buffer s, r;
+    int in_place;
+    if (!hold(datatype, args[1], args[2], &s, &r, &in_place))
+        return Py_NewRef(Py_False);
+    const char *format = datatype ? "" : format_of(&r);
+    int kept = (in_place || datatype != NULL ||
+                (s.itemsize == r.itemsize && strcmp(format_of(&s), format) == 0)) &&
+               s.len == r.len && r.len > 0 && r.len % p->n == 0 &&
+               strlen(format) < sizeof p->format &&
+               (p->kind != PC_PLAN_MPI || r.len / p->n <= INT_MAX);
+    if (kept) {
+        p->nbytes = r.len;
+        p->itemsize = r.itemsize;
+        snprintf(p->format, sizeof p->format, "%s", format);
+        p->datatype = (void *)datatype;
+        p->sig = sig;
+        p->armed = 1;
+    }
+    release(&s, &r, in_place);
+    return PyBool_FromLong(kept);
+}
+
+/* set_in_place(obj): the object that stands for MPI_IN_PLACE as sendbuf. */
+static PyObject *set_in_place(PyObject *module, PyObject *obj)
+{
+    (void)module;
+    Py_XSETREF(in_place_marker, Py_NewRef(obj));
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"alltoall", (PyCFunction)(void (*)(void))alltoall, METH_FASTCALL,
+     "alltoall(plan, sendbuf, recvbuf): 1 done, 0 declined, < 0 left to the algorithm."},
+    {"bind", (PyCFunction)(void (*)(void))bind, METH_FASTCALL,
+     "bind(plan, sendbuf, recvbuf, datatype, sig): arm the plan for calls of this shape."},
+    {"set_in_place", set_in_place, METH_O, "set_in_place(MPI.IN_PLACE)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_native",
+                                    "papcoll's native core (see native/papcoll_native.h).", -1,
+                                    methods, NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__native(void) { return PyModule_Create(&module); }

@@ -1,0 +1,86 @@
+"""Cached plans (struct pc_plan, native/papcoll_xport.h): how the next calls of one shape run
+in C, entered once per call (``papcoll._native.alltoall``, native/papcoll_call.c).
+
+An algorithm that has fully run a call may leave a :class:`Plan` for calls of its shape; the
+Communicator keeps one per ``algorithm=`` value. What a plan's kinds run, and the shape rules,
+are said once, in C."""
+import ctypes as c
+import functools
+
+import numpy as np
+from mpi4py import MPI
+
+from .. import _native
+from .lib import address, timeout_ns
+from .loops import _Exchange
+from .xport import XCallStruct
+
+SEGMENT, ENGINE, MPI_ALLTOALL = 1, 2, 3     # PC_PLAN_*
+
+
+class PlanStruct(c.Structure):        # struct pc_plan
+    _fields_ = [("kind", c.c_int), ("armed", c.c_int), ("nbytes", c.c_int64),
+                ("itemsize", c.c_int64), ("format", c.c_char * 16), ("datatype", c.c_void_p),
+                ("n", c.c_int64), ("timeout_ns", c.c_int64), ("slice_ns", c.c_int64),
+                ("sig", c.c_uint64), ("epoch", c.c_void_p), ("x", c.POINTER(_Exchange)),
+                ("start", c.c_size_t), ("calls", c.POINTER(XCallStruct) * 2),
+                ("adverts", c.c_void_p), ("spare", c.c_void_p), ("comm", c.c_ssize_t)]
+
+
+class Plan:
+    """A plan of ``kind`` for ``algorithm`` (whose ``plan_failed(plan, rc)`` finishes a call
+    the plan returned rc < 0 for, or raises its error) among ``n`` processes. ``run(sendbuf,
+    recvbuf)`` is the one entry: 1 done, 0 declined (nothing touched), < 0 left to the
+    algorithm. ``parts``: what the struct points into (the loops; the engine's calls), kept
+    alive here."""
+
+    def __init__(self, algorithm, kind, n, parts=(), **fields):
+        self.algorithm, self.parts = algorithm, parts
+        self.s = PlanStruct(kind=kind, n=n, **fields)
+        self.address = c.addressof(self.s)
+        self.run = functools.partial(_native.alltoall, self.address)
+
+    @classmethod
+    def segment(cls, algorithm, loops, start, timeout, slice):
+        """shm_pap's calls over the exchange of ``loops`` (a SegmentLoops serving every
+        arrived peer per call), from ``start``, each at most ``timeout`` seconds."""
+        if loops.batch != loops.n:
+            raise ValueError("a plan needs loops that serve every arrived peer per call")
+        return cls(algorithm, SEGMENT, loops.n, parts=loops, x=c.pointer(loops._plan),
+                   epoch=c.addressof(loops.epoch), start=start,
+                   timeout_ns=timeout_ns(timeout), slice_ns=timeout_ns(slice))
+
+    @classmethod
+    def engine(cls, algorithm, calls, counter, adverts, slice):
+        """Copy-based PAP Direct over ``calls`` (the prepared XCall of each bank), counting
+        calls in ``counter`` (a c_uint64: the Exchange's epoch; ``adverts``, its count of
+        zero-copy calls); the engine runs ``slice`` seconds before the algorithm takes over."""
+        plan = cls(algorithm, ENGINE, calls[0].s.x.contents.n, parts=calls,
+                   epoch=c.addressof(counter), adverts=c.addressof(adverts),
+                   slice_ns=timeout_ns(slice))
+        for bank, call in enumerate(calls):
+            plan.s.calls[bank] = c.pointer(call.s)
+        return plan
+
+    @classmethod
+    def mpi(cls, algorithm, comm):
+        """MPI_Alltoall on ``comm`` (counts are ints: blocks below 2 GiB)."""
+        return cls(algorithm, MPI_ALLTOALL, comm.Get_size(), comm=comm.handle)
+
+    def bind(self, sendbuf, recvbuf, recv, sig=0):
+        """Arm for calls of the shape of this fully checked one (``recv``: its parsed receive
+        side), of signature ``sig``: whether it took. A call of a form no plan takes leaves
+        the plan as it was."""
+        if not _native.bind(self.address, sendbuf, recvbuf, recv.datatype, sig):
+            return False
+        self.datatype = recv.datatype       # compared by identity: its id stays its own
+        if self.s.kind == ENGINE:
+            self.spare = np.empty(self.s.nbytes, np.uint8)
+            self.s.spare = address(self.spare)
+        return True
+
+    def disarm(self):
+        self.s.armed = 0
+
+
+_native.set_in_place(MPI.IN_PLACE)
