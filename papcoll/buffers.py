@@ -32,48 +32,78 @@ class Message(NamedTuple):
 
 def parse_alltoall(sendbuf, recvbuf, nprocs):
     """Return (send, recv): Messages for a call on ``nprocs`` processes; send is None for IN_PLACE."""
-    recv = _parse(recvbuf, nprocs, "recvbuf", writable=True)
+    recv, recv_sig = _parse(recvbuf, nprocs, "recvbuf", writable=True)
     if sendbuf is MPI.IN_PLACE:
         return None, recv
-    send = _parse(sendbuf, nprocs, "sendbuf", writable=False)
+    send, send_sig = _parse(sendbuf, nprocs, "sendbuf", writable=False)
     if send.block != recv.block:
         raise BufferSpecError(
             f"sendbuf sends {send.count} x {_typename(send.datatype)} = {send.block} bytes per peer "
             f"but recvbuf expects {recv.count} x {_typename(recv.datatype)} = {recv.block} bytes")
-    if _signature(send.datatype) != _signature(recv.datatype):
+    if send_sig != recv_sig:
         raise BufferSpecError(
             f"sendbuf datatype {_typename(send.datatype)} does not match "
             f"recvbuf datatype {_typename(recv.datatype)}")
-    if recv.block and np.shares_memory(send.data, recv.data):
+    if recv.block and _overlap(send.data, recv.data):
         raise BufferSpecError("sendbuf and recvbuf overlap; use MPI.IN_PLACE as sendbuf instead")
     return send, recv
 
 
+def _overlap(a, b):
+    """Whether two contiguous byte arrays share memory: exactly when their ranges meet, which
+    is all np.may_share_memory checks."""
+    return np.may_share_memory(a, b)
+
+
 def _parse(spec, nprocs, name, writable):
+    """(Message, type signature) of one side."""
     if spec is MPI.IN_PLACE:
         raise BufferSpecError(f"MPI.IN_PLACE is only valid as sendbuf, not as {name}")
     buf, count, displ, datatype = _unpack(spec, name)
     view = _bytes_of(buf, name, writable)
     if datatype is None:
-        datatype = _datatype_of(buf, view, name)
-    elif isinstance(datatype, str):
-        datatype = _datatype_from_code(datatype, name)
-    elif not isinstance(datatype, MPI.Datatype):
-        raise BufferSpecError(f"{name}: expected an MPI.Datatype or typecode string, got {datatype!r}")
-    extent = _check_datatype(datatype, name)
+        datatype, extent, sig = _implied(buf, name)
+    else:
+        if isinstance(datatype, str):
+            datatype = _datatype_from_code(datatype, name)
+        elif not isinstance(datatype, MPI.Datatype):
+            raise BufferSpecError(f"{name}: expected an MPI.Datatype or typecode string, "
+                                  f"got {datatype!r}")
+        extent, sig = _check_datatype(datatype, name), _signature(datatype)
     if count is None:
         if extent == 0 or nprocs == 0 or view.nbytes % (extent * nprocs):
             raise BufferSpecError(
                 f"{name} holds {view.nbytes} bytes, which is not a whole number of "
                 f"{_typename(datatype)} ({extent} bytes) for each of {nprocs} processes")
         count = view.nbytes // (extent * nprocs)
-    count, displ = _index(count, f"{name} count"), _index(displ, f"{name} displacement")
+    else:
+        count = _index(count, f"{name} count")
+    displ = _index(displ, f"{name} displacement") if displ else 0
     start, size = displ * extent, count * extent * nprocs
     if start + size > view.nbytes:
         raise BufferSpecError(
             f"{name} needs {count} x {_typename(datatype)} for each of {nprocs} processes "
             f"(+ displacement {displ}) = {start + size} bytes, but the buffer holds {view.nbytes}")
-    return Message(view[start:start + size], count * extent, count, datatype)
+    if start or size != view.nbytes:
+        view = view[start:start + size]
+    return Message(view, count * extent, count, datatype), sig
+
+
+# numpy dtype -> (predefined MPI datatype, extent, signature) of the arrays of that dtype: the
+# same answers all run long, which cost several microseconds of MPI and mpi4py calls per call.
+_by_dtype = {}
+
+
+def _implied(buf, name):
+    """(datatype, extent, signature) a buffer passed without a datatype implies."""
+    key = buf.dtype if type(buf) is np.ndarray else None
+    known = _by_dtype.get(key)
+    if known is None:
+        datatype = _datatype_of(buf, name)
+        known = (datatype, _check_datatype(datatype, name), _signature(datatype))
+        if key is not None:
+            _by_dtype[key] = known
+    return known
 
 
 def _unpack(spec, name):
@@ -98,6 +128,12 @@ def _unpack(spec, name):
 
 
 def _bytes_of(buf, name, writable):
+    """The bytes of a buffer, as a flat uint8 array over the same memory."""
+    if type(buf) is np.ndarray:              # the common case, without a memoryview
+        flags = buf.flags
+        if flags.c_contiguous and (flags.writeable or not writable):
+            flat = buf.reshape(-1)
+            return flat if flat.dtype == np.uint8 else flat.view(np.uint8)
     try:
         mv = memoryview(buf)
     except TypeError:
@@ -114,7 +150,7 @@ def _bytes_of(buf, name, writable):
     return np.frombuffer(mv.cast("B") if mv.ndim != 1 or mv.format != "B" else mv, dtype=np.uint8)
 
 
-def _datatype_of(buf, view, name):
+def _datatype_of(buf, name):
     code = memoryview(buf).format
     if isinstance(buf, np.ndarray):
         code = buf.dtype.char if buf.dtype.isnative else code
