@@ -82,6 +82,9 @@ _Static_assert(sizeof(struct pc_advert) == PC_ADVERT_BYTES, "advert record");
 
 #define PC_VERBS 1
 #define PC_MPI 2
+#define PC_LOOP 3 /* every rank in one process (tests of the engine): a put to peer q is a copy
+                   * into q's memory (peers[q]: its adverts and inbox addresses, its boards)
+                   * and its notice a store on q's board; nothing is ever in flight */
 
 /* The head of libibverbs' struct ibv_qp (infiniband/verbs.h: a stable ABI), which the native
  * core declares itself so that it builds without rdma-core's headers; Python finds the one
@@ -91,9 +94,11 @@ struct pc_ibv_qp {
     uint32_t handle, qp_num, state, qp_type;
 };
 
-/* What a verbs transport knows of one peer. */
+/* What a verbs transport knows of one peer (a loop transport: adverts_addr, inbox_addr and
+ * boards only). */
 struct pc_vpeer {
     void *qp;                       /* struct ibv_qp *, made by pyverbs, connected */
+    uint64_t *boards;               /* PC_LOOP: the peer's boards */
     uint64_t adverts_addr, inbox_addr;
     uint32_t adverts_rkey, inbox_rkey;
     uint32_t qp_num;                /* mine, for completions */

@@ -10,7 +10,7 @@ import numpy as np
 
 from .lib import address, lib
 
-PC_VERBS, PC_MPI = 1, 2
+PC_VERBS, PC_MPI, PC_LOOP = 1, 2, 3
 ADVERT, DATA = 0, 1
 TO_ADVERTS, TO_INBOX, TO_EXPOSED = 0, 1, 2
 COPY, ZCOPY, STEP, ORDER = 1, 2, 3, 4
@@ -22,7 +22,7 @@ _p, _u64, _u32, _size, _int, _iptr = (c.c_void_p, c.c_uint64, c.c_uint32, c.c_si
 
 
 class VPeer(c.Structure):
-    _fields_ = [("qp", _p), ("adverts_addr", _u64), ("inbox_addr", _u64),
+    _fields_ = [("qp", _p), ("boards", _p), ("adverts_addr", _u64), ("inbox_addr", _u64),
                 ("adverts_rkey", _u32), ("inbox_rkey", _u32), ("qp_num", _u32),
                 ("posted", _u32), ("unsignaled", _u32)]
 

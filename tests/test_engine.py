@@ -1,0 +1,151 @@
+"""The one-sided engine (native/papcoll_exchange.c, pc_xcall_run) in one process, no MPI: every
+rank's Exchange over the loop transport (PC_LOOP: a put is a copy into the peer's memory and a
+store on its board), stepped by hand. Running one rank's call a pass at a time, in an order
+the test chooses, drives it through its states -- waiting, seeing a peer's data or
+advertisement, writing to it, done -- and checks what each state promises: a call is done only
+once every block is in, each block is the right one (every byte names its source, destination
+and index), the engine sees exactly the arrivals that happened, and a peer whose call differs
+is named with what it called."""
+import types
+
+import numpy as np
+import pytest
+
+from papcoll import signature
+from papcoll.native import ETIMEDOUT, EPROTO, xport
+from papcoll.native.lib import address
+from papcoll.algorithms.onesided import Exchange
+from papcoll.trace import NoTrace
+from papcoll.transport.base import Descriptor
+
+DONE = 1
+
+
+class LoopTransport:
+    """What Exchange needs of a transport, for rank ``rank`` of ``ranks``' memory (``ranks``
+    holds every rank's boards, inbox and adverts area: a dict of arrays per rank)."""
+    inline = 1 << 62
+
+    def __init__(self, rank, ranks):
+        n, mine = len(ranks), ranks[rank]
+        self.rank, self.size, self.inbox = rank, n, mine["inbox"]
+        self.advert_area = address(mine["adverts"])
+        self.native = xport.XPort(xport.PC_LOOP, n, rank, mine["boards"],
+                                  [ranks[q]["inbox"].nbytes for q in range(n)])
+        self.peers = (xport.VPeer * n)()
+        for q, theirs in enumerate(ranks):
+            p = self.peers[q]
+            p.boards, p.inbox_addr = address(theirs["boards"]), address(theirs["inbox"])
+            p.adverts_addr = address(theirs["adverts"])
+        self.native.s.peers = xport.c.addressof(self.peers)
+
+    def expose(self, array):
+        return Descriptor(address(array), array.nbytes, 0)
+
+    def source_key(self, data):
+        return 0
+
+
+def exchanges(n, slot):
+    """An Exchange for each of ``n`` ranks sharing this process, inboxes of ``slot``-byte slots."""
+    memory = [{"boards": np.zeros(2 * 2 * n, np.uint64),
+               "inbox": np.zeros(2 * n * slot, np.uint8),
+               "adverts": np.zeros(n * xport.ADVERT_BYTES, np.uint8)} for _ in range(n)]
+    algo = types.SimpleNamespace(ctx=types.SimpleNamespace(trace=NoTrace(), timeout=5.0),
+                                 mismatch=lambda rank, theirs, mine: (rank, theirs, mine))
+    return [Exchange(algo, LoopTransport(r, memory), range(n)) for r in range(n)], memory
+
+
+def data(src, dst, block, call=1):
+    """Block ``src`` -> ``dst``: every byte names call, source, destination and index."""
+    return ((call * 64 + src * 8 + dst) * 7 + np.arange(block)).astype(np.uint8)
+
+
+def begin(x, scheme, block, call=1, code=7):
+    """Rank x.rank's call ``call`` as Exchange.run starts one (without driving it): (the
+    engine's call, the receive buffer)."""
+    n, me, sig = x.size, x.rank, signature.make(code, block)
+    send = np.concatenate([data(me, q, block, call) for q in range(n)])
+    recv = np.zeros(n * block, np.uint8)
+    recv[me * block:(me + 1) * block] = send[me * block:(me + 1) * block]
+    x.begin(sig)
+    c = x.prepare(scheme, block, block if scheme == xport.COPY else 0)
+    if scheme != xport.COPY:
+        x.adverts += 1
+    x.start(c, block)
+    if scheme != xport.COPY:
+        xport.advert(c.s, address(recv), recv.nbytes, 0)
+    c.s.src, c.s.lkey = address(send), 0
+    c.s.out = address(recv) if scheme == xport.COPY else None
+    c.keep = send
+    return c, recv
+
+
+def step(c):
+    """One pass of the engine over call ``c``: it never waits (timeout 0)."""
+    return xport.run(c.s, 0)
+
+
+def received_right(recv, me, n, block, call=1):
+    return all((recv[q * block:(q + 1) * block] == data(q, me, block, call)).all()
+               for q in range(n))
+
+
+@pytest.mark.parametrize("scheme", [xport.COPY, xport.ZCOPY], ids=["copy", "zero-copy"])
+def test_a_call_goes_through_its_states_in_the_order_peers_arrive(scheme):
+    n, block = 3, 24
+    xs, _ = exchanges(n, block)
+    calls = [begin(x, scheme, block) for x in xs]
+    (c0, r0), (c1, r1), (c2, r2) = calls
+    assert step(c0) == ETIMEDOUT                     # alone: nothing can land
+    assert [xport.arrived(c0.s, q) for q in (1, 2)] == [0, 0]
+    assert step(c2) == ETIMEDOUT                     # 2 arrives; 1 is still missing
+    assert [xport.arrived(c0.s, q) for q in (1, 2)] == [0, 1]
+    assert step(c0) == ETIMEDOUT and not received_right(r0, 0, n, block)
+    if scheme == xport.COPY:                         # 2's block is in; 1's is not
+        assert (r0[2 * block:] == data(2, 0, block)).all() and not r0[block:2 * block].any()
+    # 1 comes last. Copy-based, every block for it is already in its inbox: done at once.
+    # Zero-copy, it writes into both advertised buffers, but theirs for it come only once
+    # they have seen its advertisement.
+    assert step(c1) == (DONE if scheme == xport.COPY else ETIMEDOUT)
+    done = {1} if scheme == xport.COPY else set()
+    for _ in range(3):
+        for me, c in enumerate((c0, c1, c2)):
+            if me not in done and step(c) == DONE:
+                done.add(me)
+    assert done == {0, 1, 2}
+    for me, r in enumerate((r0, r1, r2)):
+        assert received_right(r, me, n, block), me
+
+
+def test_calls_one_after_another_in_both_banks():
+    """Rank 1 runs ahead by a call: its next call's blocks go to the other bank and never
+    overwrite what rank 0 has yet to copy out."""
+    n, block = 2, 16
+    xs, _ = exchanges(n, block)
+    a0, ra0 = begin(xs[0], xport.COPY, block, call=1)
+    a1, ra1 = begin(xs[1], xport.COPY, block, call=1)
+    assert step(a1) == ETIMEDOUT and step(a0) == DONE   # 0 finishes call 1...
+    assert step(a1) == DONE
+    b1, rb1 = begin(xs[1], xport.COPY, block, call=2)   # ...1 is first into call 2
+    assert step(b1) == ETIMEDOUT
+    b0, rb0 = begin(xs[0], xport.COPY, block, call=2)
+    assert step(b0) == DONE and step(b1) == DONE
+    assert received_right(ra0, 0, n, block, 1) and received_right(rb0, 0, n, block, 2)
+    assert received_right(ra1, 1, n, block, 1) and received_right(rb1, 1, n, block, 2)
+
+
+@pytest.mark.parametrize("scheme", [xport.COPY, xport.ZCOPY], ids=["copy", "zero-copy"])
+def test_a_peer_whose_call_differs_is_named_with_what_it_called(scheme):
+    n, block = 2, 16
+    xs, _ = exchanges(n, 2 * block)
+    c0, r0 = begin(xs[0], scheme, block, code=7)
+    c1, _ = begin(xs[1], scheme, block, code=9)      # another algorithm's call
+    assert step(c1) == ETIMEDOUT
+    assert step(c0) == EPROTO
+    s = c0.s
+    assert s.failed_peer == 1
+    theirs = (signature.make(s.failed_code, s.failed_len) if s.failed_in == xport.IN_NOTICE
+              else s.failed_sig)
+    assert theirs == signature.make(9, block)
+    assert not r0[block:].any()                      # nothing of the other call was taken
