@@ -225,15 +225,77 @@ int pc_xcall_arrived(struct pc_xcall *c, size_t peer)
            (zero_copy(c) && current(c, PC_ADVERT, c->adverts, peer));
 }
 
+/* One pass of a call over its peers (the wait of pc_xcall_run): write to those it may, take
+ * what has landed; when nothing moved, poll the transport (polls are not free). */
+static int run_pass(void *what)
+{
+    struct pc_xcall *c = what;
+    struct pc_xport *x = c->x;
+    size_t n = x->n, me = x->me;
+    int rc, progressed = 0;
+    int open = gate_open(c);
+    if (open < 0)
+        return open;
+    for (size_t k = 1; k < n; k++) {      /* successors first: arrivals spread the load */
+        size_t q = (me + k) % n;
+        if (c->scheme == PC_STEP && c->unsent[q] && q == (me + c->next) % n) {
+            if ((rc = send_to(c, q)) < 0)
+                return rc;
+            if (rc)
+                c->next++, progressed = 1;
+        } else if (c->scheme == PC_ZCOPY && c->unsent[q]) {
+            if ((rc = send_to(c, q)) < 0)
+                return rc;
+            progressed |= rc;
+        }
+        if (!c->waiting[q])
+            continue;
+        if ((rc = landed(c, q)) < 0)
+            return tell_all(c, rc);
+        if (!rc)
+            continue;
+        event(c, PC_SEEN, q);
+        if ((c->scheme == PC_COPY) && c->unsent[q] && open && (rc = send_to(c, q)) < 0)
+            return rc;                    /* it has arrived: it is served first */
+        if ((rc = serve(c, q)) < 0)
+            return tell_all(c, rc);
+        progressed = 1;
+    }
+    if ((c->scheme == PC_COPY || c->scheme == PC_ORDER) && open) {
+        /* Nobody new: write to a peer not seen yet (all of them, in step order, for
+         * PC_ORDER: its writes never wait); when all are written, a peer still awaited
+         * may be in another kind of call. */
+        for (size_t k = 1; k < n; k++) {
+            size_t q = (me + k) % n;
+            if (!c->unsent[q])
+                continue;
+            if ((rc = send_to(c, q)) < 0)
+                return rc;
+            progressed = 1;
+            if (c->scheme == PC_COPY)
+                break;
+        }
+        if (!progressed && c->scheme == PC_COPY)
+            for (size_t q = 0; q < n; q++)
+                if (c->waiting[q] && q != me && (rc = advertised_ahead(c, q)) < 0)
+                    return tell_all(c, rc);
+    }
+    if ((rc = pc_xport_flush(x)) < 0)
+        return rc;
+    if (open && !left(c->unsent, n) && !left(c->waiting, n))
+        return PC_DONE;
+    if (progressed)
+        return PC_MORE;
+    return (rc = pc_xport_poll(x)) < 0 ? tell_all(c, rc) : PC_IDLE;
+}
+
 int pc_xcall_run(struct pc_xcall *c, int64_t timeout_ns)
 {
     struct pc_xport *x = c->x;
     size_t n = x->n, me = x->me;
-    struct pc_backoff b;
-    int rc = pc_backoff_begin(&b, timeout_ns);
-    if (rc < 0)
-        return rc;
-    x->deadline = b.deadline;
+    int rc;
+    if ((x->deadline = pc_deadline(timeout_ns)) < 0)
+        return (int)x->deadline;
     if (zero_copy(c) && !c->advertised) {
         for (size_t k = 1; k < n; k++) {  /* unsignalled: the data write follows */
             rc = pc_xport_put(x, (me + k) % n, PC_TO_ADVERTS, me * PC_ADVERT_BYTES, 0,
@@ -244,69 +306,9 @@ int pc_xcall_run(struct pc_xcall *c, int64_t timeout_ns)
         }
         c->advertised = 1;
     }
-    for (;;) {
-        int progressed = 0;
-        int open = gate_open(c);
-        if (open < 0)
-            return open;
-        for (size_t k = 1; k < n; k++) {  /* successors first: arrivals spread the load */
-            size_t q = (me + k) % n;
-            if (c->scheme == PC_STEP && c->unsent[q] && q == (me + c->next) % n) {
-                if ((rc = send_to(c, q)) < 0)
-                    return rc;
-                if (rc)
-                    c->next++, progressed = 1;
-            } else if (c->scheme == PC_ZCOPY && c->unsent[q]) {
-                if ((rc = send_to(c, q)) < 0)
-                    return rc;
-                progressed |= rc;
-            }
-            if (!c->waiting[q])
-                continue;
-            if ((rc = landed(c, q)) < 0)
-                return tell_all(c, rc);
-            if (!rc)
-                continue;
-            event(c, PC_SEEN, q);
-            if ((c->scheme == PC_COPY) && c->unsent[q] && open && (rc = send_to(c, q)) < 0)
-                return rc;                /* it has arrived: it is served first */
-            if ((rc = serve(c, q)) < 0)
-                return tell_all(c, rc);
-            progressed = 1;
-        }
-        if ((c->scheme == PC_COPY || c->scheme == PC_ORDER) && open) {
-            /* Nobody new: write to a peer not seen yet (all of them, in step order, for
-             * PC_ORDER: its writes never wait); when all are written, a peer still awaited
-             * may be in another kind of call. */
-            for (size_t k = 1; k < n; k++) {
-                size_t q = (me + k) % n;
-                if (!c->unsent[q])
-                    continue;
-                if ((rc = send_to(c, q)) < 0)
-                    return rc;
-                progressed = 1;
-                if (c->scheme == PC_COPY)
-                    break;
-            }
-            if (!progressed && c->scheme == PC_COPY)
-                for (size_t q = 0; q < n; q++)
-                    if (c->waiting[q] && q != me && (rc = advertised_ahead(c, q)) < 0)
-                        return tell_all(c, rc);
-        }
-        if ((rc = pc_xport_flush(x)) < 0)
-            return rc;
-        if (open && !left(c->unsent, n) && !left(c->waiting, n))
-            break;
-        if (progressed) {                 /* arrivals come in bunches: spin again */
-            b.start = pc_now_ns();
-            b.sleep_ns = 1000;
-        } else if ((rc = pc_xport_poll(x)) < 0) {  /* only when idle: polls are not free */
-            return tell_all(c, rc);
-        } else if ((rc = pc_backoff_pause(&b)) < 0) {
-            return rc;
-        }
-    }
-    int64_t left = b.deadline - pc_now_ns();
+    if ((rc = pc_wait(run_pass, c, x->deadline, 0)) < 0)
+        return rc;
+    int64_t left = x->deadline - pc_now_ns();
     rc = pc_xport_complete(x, left > 0 ? left : 0);
     return rc < 0 ? rc : 1;
 }

@@ -1,41 +1,49 @@
 /* papcoll native core: the intra-node PAP loops -- serving peers as their posts show up,
  * with the signature checks -- and the copy lists; see native/papcoll_native.h. */
-#define _GNU_SOURCE /* prctl under -std=c11 */
 #include "papcoll_native.h"
 
 #include <errno.h>
 #include <string.h>
-#include <sys/prctl.h>
 
 /* ---- intra-node PAP loops ------------------------------------------------- */
-
-/* These loops end an alltoall, so however long a waiter takes to wake up after its peer
- * arrives is added to the call. Linux lengthens every sleep of a thread by its timer slack
- * (50 us by default), more than a small alltoall takes; so once a loop starts sleeping it
- * lowers the slack to PRECISE_SLACK_NS, and it restores the thread's own value on return.
- * *saved is -1 before the first sleep, then the value to restore (0: nothing to restore). */
-#define PRECISE_SLACK_NS 1000
-
-static int pause_precisely(struct pc_backoff *b, long *saved)
-{
-    if (*saved < 0 && pc_now_ns() - b->start >= YIELD_NS) {
-        long old = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
-        *saved = old > PRECISE_SLACK_NS && prctl(PR_SET_TIMERSLACK, PRECISE_SLACK_NS, 0, 0, 0) == 0
-                     ? old : 0;
-    }
-    return pc_backoff_pause(b);
-}
-
-static void restore_slack(long saved)
-{
-    if (saved > 0)
-        prctl(PR_SET_TIMERSLACK, saved, 0, 0, 0);
-}
 
 /* How one peer is served once it has arrived: 0 or -errno. */
 typedef int (*serve_fn)(void *how, size_t peer);
 
-/* The loop behind pc_exchange_blocks and pc_cma_collect (contract in the header). */
+/* A wait of serve_as_ready: the loop's arguments, and where the scan is. */
+struct serving {
+    const volatile uint64_t *flags;
+    size_t flag_stride;
+    uint8_t *pending;
+    size_t n;
+    uint64_t target;
+    size_t *served, max_served, left, count, i;
+    serve_fn serve;
+    void *how;
+};
+
+/* One scan, from where the last one stopped: serve every pending peer whose flag is up. */
+static int serve_ready(void *what)
+{
+    struct serving *s = what;
+    int progressed = PC_IDLE;
+    for (size_t k = 0; k < s->n; k++, s->i = s->i + 1 == s->n ? 0 : s->i + 1) {
+        if (!s->pending[s->i] || pc_flag_at(s->flags, s->flag_stride, s->i) < s->target)
+            continue;
+        int rc = s->serve(s->how, s->i);
+        if (rc < 0)
+            return rc;
+        s->pending[s->i] = 0;
+        s->served[s->count++] = s->i;
+        if (--s->left == 0 || s->count == s->max_served)
+            return PC_DONE;
+        progressed = PC_MORE;
+    }
+    return progressed;
+}
+
+/* The loop behind pc_exchange_blocks, pc_cma_collect and pc_serve_lists (contract in the
+ * header). */
 static int serve_as_ready(const volatile uint64_t *flags, size_t flag_stride,
                           uint8_t *pending, size_t n, uint64_t target, size_t start,
                           size_t *served, size_t max_served, int64_t timeout_ns,
@@ -46,38 +54,12 @@ static int serve_as_ready(const volatile uint64_t *flags, size_t flag_stride,
     int rc = pc_count_pending(pending, n, start, flag_stride);
     if (rc < 0)
         return rc;
-    size_t left = (size_t)rc;
-    struct pc_backoff b;
-    rc = pc_backoff_begin(&b, timeout_ns);
-    long slack = -1;
-    size_t count = 0, i = start;
-    while (rc == 0) {
-        int progressed = 0;
-        for (size_t k = 0; k < n; k++, i = i + 1 == n ? 0 : i + 1) {
-            if (!pending[i] || pc_flag_at(flags, flag_stride, i) < target)
-                continue;
-            rc = serve(how, i);
-            if (rc < 0)
-                break;
-            pending[i] = 0;
-            served[count++] = i;
-            if (--left == 0 || count == max_served)
-                break;
-            progressed = 1;
-        }
-        if (rc < 0 || left == 0 || count == max_served)
-            break;
-        if (progressed) { /* start spinning again: arrivals come in bunches */
-            b.start = pc_now_ns();
-            b.sleep_ns = SLEEP_MIN_NS;
-        } else {
-            rc = pause_precisely(&b, &slack);
-        }
-    }
-    restore_slack(slack);
+    struct serving s = {flags, flag_stride, pending, n, target, served, max_served,
+                        (size_t)rc, 0, start, serve, how};
+    rc = pc_wait(serve_ready, &s, pc_deadline(timeout_ns), PC_PRECISE);
     if (rc < 0 && rc != -ETIMEDOUT)
         return rc;
-    return count > 0 ? (int)count : rc;
+    return s.count > 0 ? (int)s.count : rc;
 }
 
 /* The signature word of a post for epoch (see PC_POST_SIG). */
@@ -231,25 +213,32 @@ int pc_serve_lists(const volatile uint64_t *flags, size_t flag_stride, uint8_t *
                           timeout_ns, copy_source, &c);
 }
 
+/* A wait of pc_wait_all_ge. */
+struct all_at_least {
+    const volatile uint64_t *flags;
+    size_t flag_stride;
+    uint8_t *pending;
+    size_t n;
+    uint64_t target;
+};
+
+static int all_reached(void *what)
+{
+    const struct all_at_least *w = what;
+    size_t left = 0;
+    for (size_t i = 0; i < w->n; i++) {
+        if (w->pending[i] && pc_flag_at(w->flags, w->flag_stride, i) >= w->target)
+            w->pending[i] = 0;
+        left += w->pending[i] != 0;
+    }
+    return left ? PC_IDLE : PC_DONE;
+}
+
 int pc_wait_all_ge(const volatile uint64_t *flags, size_t flag_stride, uint8_t *pending,
                    size_t n, uint64_t target, int64_t timeout_ns)
 {
     if (n > INT_MAX || flag_stride == 0)
         return -EINVAL;
-    struct pc_backoff b;
-    int rc = pc_backoff_begin(&b, timeout_ns);
-    long slack = -1;
-    while (rc == 0) {
-        size_t left = 0;
-        for (size_t i = 0; i < n; i++) {
-            if (pending[i] && pc_flag_at(flags, flag_stride, i) >= target)
-                pending[i] = 0;
-            left += pending[i] != 0;
-        }
-        if (left == 0)
-            break;
-        rc = pause_precisely(&b, &slack);
-    }
-    restore_slack(slack);
-    return rc;
+    struct all_at_least w = {flags, flag_stride, pending, n, target};
+    return pc_wait(all_reached, &w, pc_deadline(timeout_ns), PC_PRECISE);
 }

@@ -244,23 +244,28 @@ int pc_mpi_poll(struct pc_xport *x)
     return rc ? mpi_fail(x, x->n, rc) : 0;
 }
 
+/* One look of pc_mpi_complete: queued notices put where their data is complete; done when
+ * none is queued and no request is in flight (failed_peer: the first still busy). */
+static int mpi_settle(void *what)
+{
+    struct pc_xport *x = what;
+    struct pc_mpi *m = x->mpi;
+    size_t busy = x->n;
+    for (size_t q = 0; q < x->n; q++) {
+        int rc = mpi_notify(x, q);
+        if (rc < 0)
+            return rc;
+        if (busy == x->n && (m->queued[q] || m->queued[x->n + q] || !mpi_settled(x, q)))
+            busy = q;
+    }
+    if (busy == x->n)
+        return PC_DONE;
+    x->failed_peer = busy;
+    return PC_IDLE;
+}
+
 /* Every queued notice put and every request complete, within the deadline. */
 int pc_mpi_complete(struct pc_xport *x, int64_t timeout_ns)
 {
-    struct pc_mpi *m = x->mpi;
-    struct pc_backoff b;
-    int rc = pc_backoff_begin(&b, timeout_ns);
-    for (; rc == 0; rc = pc_backoff_pause(&b)) {
-        size_t busy = x->n;
-        for (size_t q = 0; q < x->n; q++) {
-            if ((rc = mpi_notify(x, q)) < 0)
-                return rc;
-            if (busy == x->n && (m->queued[q] || m->queued[x->n + q] || !mpi_settled(x, q)))
-                busy = q;
-        }
-        if (busy == x->n)
-            return 0;
-        x->failed_peer = busy;
-    }
-    return rc;
+    return pc_wait(mpi_settle, x, pc_deadline(timeout_ns), 0);
 }

@@ -1,4 +1,4 @@
-/* papcoll native core: the clock, flags and bounded waits (the intra-node PAP loops are in
+/* papcoll native core: the clock, flags and the one wait (the intra-node PAP loops are in
  * papcoll_loops.c, CMA's copies in papcoll_cma.c); see native/papcoll_native.h for the
  * interface. */
 #define _GNU_SOURCE /* clock_gettime, nanosleep and prctl under -std=c11 */
@@ -32,10 +32,14 @@ uint64_t pc_flag_load(const volatile uint64_t *f)
     return __atomic_load_n(f, __ATOMIC_ACQUIRE);
 }
 
-/* ---- bounded backoff ------------------------------------------------------ */
+/* ---- the one wait ----------------------------------------------------------- */
 
-#define PAUSES_PER_CHECK 4 /* between clock reads while spinning */
-
+#define SPIN_NS 2000          /* the phases of a wait (papcoll_native.h) */
+#define YIELD_NS 1000000
+#define SLEEP_MIN_NS 1000
+#define SLEEP_MAX_NS 64000
+#define PAUSES_PER_CHECK 4    /* between clock reads while spinning */
+#define PRECISE_SLACK_NS 1000 /* the timer slack of a PC_PRECISE wait once it sleeps */
 
 static inline void cpu_relax(void)
 {
@@ -48,52 +52,69 @@ static inline void cpu_relax(void)
 #endif
 }
 
-int pc_backoff_begin(struct pc_backoff *b, int64_t timeout_ns)
+int64_t pc_deadline(int64_t timeout_ns)
 {
     if (timeout_ns < 0)
         return -EINVAL;
-    b->start = pc_now_ns();
-    /* Saturate rather than overflow for absurdly long timeouts. */
-    b->deadline = timeout_ns > INT64_MAX - b->start ? INT64_MAX : b->start + timeout_ns;
-    b->sleep_ns = SLEEP_MIN_NS;
-    return 0;
+    int64_t now = pc_now_ns();
+    return timeout_ns > INT64_MAX - now ? INT64_MAX : now + timeout_ns;
 }
 
-/* Wait a little (how long depends on the phase) and return 0, or return
- * -ETIMEDOUT without waiting once the deadline has passed. Callers test their
- * condition before each call, so the condition is always tested once more
- * after the last pause. */
-int pc_backoff_pause(struct pc_backoff *b)
+int pc_wait(pc_poll_fn poll, void *what, int64_t deadline, int flags)
 {
-    int64_t now = pc_now_ns();
-    if (now >= b->deadline)
-        return -ETIMEDOUT;
-    int64_t waited = now - b->start;
-    if (waited < SPIN_NS) {
-        for (int i = 0; i < PAUSES_PER_CHECK; i++)
-            cpu_relax();
-    } else if (waited < YIELD_NS) {
-        sched_yield();
-    } else {
-        int64_t ns = b->sleep_ns < b->deadline - now ? b->sleep_ns : b->deadline - now;
-        struct timespec ts = {.tv_sec = ns / 1000000000, .tv_nsec = ns % 1000000000};
-        nanosleep(&ts, NULL); /* EINTR just ends this pause early */
-        if (b->sleep_ns < SLEEP_MAX_NS)
-            b->sleep_ns *= 2;
+    if (deadline < 0)
+        return (int)deadline;
+    int64_t since = pc_now_ns(), sleep_ns = SLEEP_MIN_NS;
+    long slack = -1;            /* the thread's own, once lowered (0: nothing to restore) */
+    int rc;
+    while ((rc = poll(what)) == PC_IDLE || rc == PC_MORE) {
+        int64_t now = pc_now_ns();
+        if (rc == PC_MORE) {        /* look again at once: progress is finite, so is this */
+            since = now, sleep_ns = SLEEP_MIN_NS;
+        } else if (now >= deadline) {
+            rc = -ETIMEDOUT;
+            break;
+        } else if (now - since < SPIN_NS) {
+            for (int i = 0; i < PAUSES_PER_CHECK; i++)
+                cpu_relax();
+        } else if (now - since < YIELD_NS) {
+            sched_yield();
+        } else {
+            if (slack < 0 && (flags & PC_PRECISE)) {
+                long old = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+                slack = old > PRECISE_SLACK_NS &&
+                                prctl(PR_SET_TIMERSLACK, PRECISE_SLACK_NS, 0, 0, 0) == 0
+                            ? old : 0;
+            }
+            int64_t ns = sleep_ns < deadline - now ? sleep_ns : deadline - now;
+            struct timespec ts = {.tv_sec = ns / 1000000000, .tv_nsec = ns % 1000000000};
+            nanosleep(&ts, NULL); /* EINTR just ends this pause early */
+            if (sleep_ns < SLEEP_MAX_NS)
+                sleep_ns *= 2;
+        }
     }
-    return 0;
+    if (slack > 0)
+        prctl(PR_SET_TIMERSLACK, slack, 0, 0, 0);
+    return rc == PC_DONE ? 0 : rc;
+}
+
+/* ---- waits on flags --------------------------------------------------------- */
+
+struct at_least {
+    const volatile uint64_t *f;
+    uint64_t target;
+};
+
+static int reached(void *what)
+{
+    const struct at_least *w = what;
+    return pc_flag_load(w->f) >= w->target ? PC_DONE : PC_IDLE;
 }
 
 int pc_wait_ge(const volatile uint64_t *f, uint64_t target, int64_t timeout_ns)
 {
-    struct pc_backoff b;
-    int rc = pc_backoff_begin(&b, timeout_ns);
-    while (rc == 0) {
-        if (pc_flag_load(f) >= target)
-            return 0;
-        rc = pc_backoff_pause(&b);
-    }
-    return rc;
+    struct at_least w = {f, target};
+    return pc_wait(reached, &w, pc_deadline(timeout_ns), 0);
 }
 
 /* One pass over the pending flags from start, wrapping around: write up to
@@ -112,7 +133,24 @@ static size_t scan_ready(const volatile uint64_t *base, size_t stride_bytes,
     return found;
 }
 
-/* Shared by pc_wait_any_ge (max_out 1) and pc_wait_ready_ge (max_out n). */
+/* A wait of pc_wait_any_ge (max_out 1) or pc_wait_ready_ge (max_out n): found, once > 0. */
+struct ready {
+    const volatile uint64_t *base;
+    size_t stride_bytes;
+    const uint8_t *pending;
+    size_t n;
+    uint64_t target;
+    size_t start, *out, max_out, found;
+};
+
+static int any_ready(void *what)
+{
+    struct ready *r = what;
+    r->found = scan_ready(r->base, r->stride_bytes, r->pending, r->n, r->target, r->start,
+                          r->out, r->max_out);
+    return r->found ? PC_DONE : PC_IDLE;
+}
+
 static int wait_ready(const volatile uint64_t *base, size_t stride_bytes,
                       const uint8_t *pending, size_t n, uint64_t target,
                       size_t start, int64_t timeout_ns, size_t *out, size_t max_out)
@@ -120,15 +158,9 @@ static int wait_ready(const volatile uint64_t *base, size_t stride_bytes,
     int rc = pc_count_pending(pending, n, start, stride_bytes);
     if (rc < 0)
         return rc;
-    struct pc_backoff b;
-    rc = pc_backoff_begin(&b, timeout_ns);
-    while (rc == 0) {
-        size_t found = scan_ready(base, stride_bytes, pending, n, target, start, out, max_out);
-        if (found > 0)
-            return (int)found;
-        rc = pc_backoff_pause(&b);
-    }
-    return rc;
+    struct ready r = {base, stride_bytes, pending, n, target, start, out, max_out, 0};
+    rc = pc_wait(any_ready, &r, pc_deadline(timeout_ns), 0);
+    return rc < 0 ? rc : (int)r.found;
 }
 
 int pc_wait_any_ge(const volatile uint64_t *base, size_t stride_bytes,

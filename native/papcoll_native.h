@@ -65,31 +65,34 @@ static inline int pc_count_pending(const uint8_t *pending, size_t n, size_t star
     return count > 0 ? count : -ENOENT;
 }
 
-/* Every wait backs off from pause-spinning (2 us) to sched_yield (to 1 ms) to
- * nanosleeps growing to 64 us (plus the kernel's 50 us timer slack), so that a
- * waiter sharing a core does not starve the process it waits for.
- *
- * The backoff itself, for native loops of other files (the one-sided engine): begin it
- * (-EINVAL for timeout_ns < 0), then call pause after each look in vain: it returns 0, or
- * -ETIMEDOUT once the deadline passed; after progress set start = pc_now_ns() to spin
- * again. The phases of a wait, measured from its start: a peer running on another core
- * usually answers within a microsecond or two, so spin briefly; past that give our core
- * away: first by yielding, which costs a peer that needs it one context switch and costs
- * nothing when nobody does, then, for long waits, by sleeping, growing the sleep so that a
- * long wait costs few wake-ups. Linux adds a 50 us timer slack to every sleep of a normal
- * thread, so the effective sleeps are ~50-115 us. */
-#define SPIN_NS 2000
-#define YIELD_NS 1000000
-#define SLEEP_MIN_NS 1000
-#define SLEEP_MAX_NS 64000
-struct pc_backoff {
-    int64_t start, deadline, sleep_ns;
-};
-int pc_backoff_begin(struct pc_backoff *b, int64_t timeout_ns);
-int pc_backoff_pause(struct pc_backoff *b);
+/* ---- the one wait ---------------------------------------------------------- */
 
-/* Wait until *f >= target (flags only grow: they carry epochs or counters),
- * backing off as above.
+/* Every native wait is pc_wait: it calls poll(what) -- one look at what it waits for, which
+ * returns PC_DONE when the wait is over, PC_MORE when it progressed without being over,
+ * PC_IDLE when nothing changed, or -errno to end the wait with that error -- until the wait
+ * is over or a look in vain finds the deadline (pc_now_ns() time) passed. It looks at least
+ * once, so a deadline already past makes it a test; after progress it looks again at once
+ * (progress is finite: there are so many peers, so many blocks). Returns 0, -ETIMEDOUT, poll's error, or the
+ * deadline itself when that is < 0 (pc_deadline's -EINVAL).
+ *
+ * Between looks in vain it backs off, by the time since the last progress: a peer running on
+ * another core usually answers within a microsecond or two, so it spins (2 us); past that
+ * it gives the core away, first by yielding (to 1 ms), which costs a peer that needs it
+ * one context switch and costs nothing when nobody does, then by sleeping, growing the sleep
+ * (1 to 64 us) so that a long wait costs few wake-ups: a waiter sharing a
+ * core must not starve the process it waits for. After progress it spins again: arrivals
+ * come in bunches. Linux adds its timer slack (50 us by default) to every sleep; with
+ * PC_PRECISE, once the wait sleeps, it lowers the thread's slack to 1 us and restores it on
+ * return, for the waits that end an alltoall, where each wake-up's delay adds to the call. */
+enum { PC_IDLE = 0, PC_DONE = 1, PC_MORE = 2 };
+#define PC_PRECISE 1
+typedef int (*pc_poll_fn)(void *what);
+int pc_wait(pc_poll_fn poll, void *what, int64_t deadline, int flags);
+
+/* The deadline timeout_ns from now (saturated), or -EINVAL when timeout_ns < 0. */
+int64_t pc_deadline(int64_t timeout_ns);
+
+/* Wait until *f >= target (flags only grow: they carry epochs or counters).
  * Returns 0 once *f >= target, -ETIMEDOUT when timeout_ns (CLOCK_MONOTONIC)
  * elapsed first, -EINVAL if timeout_ns < 0. */
 int pc_wait_ge(const volatile uint64_t *f, uint64_t target, int64_t timeout_ns);
@@ -191,11 +194,8 @@ int pc_drop_ptrace_any(void);
  * max_served were served; if the deadline passes first, the number served so
  * far, or -ETIMEDOUT if none; -ENOENT if no peer was pending; -EINVAL on bad
  * arguments (start >= n, n > INT_MAX, flag_stride 0, max_served 0,
- * timeout_ns < 0). Waiting backs off as pc_wait_ge does, and spins again
- * after each peer served: one arrival often comes with others. Once it
- * sleeps, it lowers the thread's timer slack to 1 us (the 50 us default
- * would be added to the call after every wake-up) and restores it on return.
- * pc_wait_all_ge below waits the same way. */
+ * timeout_ns < 0). They wait by pc_wait, PC_PRECISE, as pc_wait_all_ge below
+ * does. */
 
 /* Posts. A process announces each operation with a post of four words, its flag first:
  * word 0 the flag (the operation's epoch, stored last, with release ordering), words 1 and 2

@@ -81,6 +81,19 @@ static size_t peer_of(const struct pc_xport *x, uint32_t qp_num)
     return x->qp_order[lo];
 }
 
+/* A wait of pc_verbs_put for room in a full send queue: completions retire entries. */
+struct room {
+    struct pc_xport *x;
+    const struct pc_vpeer *p;
+};
+
+static int has_room(void *what)
+{
+    const struct room *r = what;
+    int rc = pc_xport_poll(r->x);
+    return rc < 0 ? rc : r->p->posted + 1 > r->x->depth ? PC_IDLE : PC_DONE;
+}
+
 int pc_verbs_put(struct pc_xport *x, size_t peer, int dest, uint64_t offset, uint32_t rkey,
                  const void *src, size_t len, uint32_t lkey, int kind, uint64_t seq,
                  uint32_t code, int signal)
@@ -117,16 +130,12 @@ int pc_verbs_put(struct pc_xport *x, size_t peer, int dest, uint64_t offset, uin
     if (!signal && p->unsignaled + 1 >= x->depth / 2)
         signal = 1;
     if (p->posted + 1 > x->depth) {       /* full: wait for completions to retire entries */
-        int64_t left = x->deadline - pc_now_ns();
-        struct pc_backoff b;
-        int rc = pc_backoff_begin(&b, left > 0 ? left : 0);
-        for (; rc == 0 && p->posted + 1 > x->depth; rc = pc_backoff_pause(&b))
-            if ((rc = pc_xport_poll(x)) < 0)
-                return rc;
-        if (p->posted + 1 > x->depth) {
+        struct room r = {x, p};
+        int rc = pc_wait(has_room, &r, x->deadline, 0);
+        if (rc == -ETIMEDOUT)
             x->failed_peer = peer;
-            return -ETIMEDOUT;
-        }
+        if (rc < 0)
+            return rc;
     }
     if (signal)
         wr.send_flags |= PCV_SIGNALED;
@@ -200,21 +209,23 @@ int pc_verbs_poll(struct pc_xport *x)
     return poll_sends(x, context);
 }
 
-/* Every write of mine retired by its completion, within the deadline. */
+/* One look of pc_verbs_complete: done when no write of mine awaits its completion
+ * (failed_peer: the first peer with one outstanding). */
+static int retired(void *what)
+{
+    struct pc_xport *x = what;
+    for (size_t q = 0; q < x->n; q++)
+        if (q != x->me && x->peers[q].posted) {
+            x->failed_peer = q;
+            int rc = pc_verbs_poll(x);
+            return rc < 0 ? rc : PC_IDLE;
+        }
+    return PC_DONE;
+}
+
+/* Every write of mine retired by its completion, within the deadline. The completions come
+ * from the device, or a peer's core. */
 int pc_verbs_complete(struct pc_xport *x, int64_t timeout_ns)
 {
-    struct pc_backoff b;          /* the completions come from the device, or a peer's core */
-    int rc;
-    for (rc = pc_backoff_begin(&b, timeout_ns); rc == 0; rc = pc_backoff_pause(&b)) {
-        size_t busy = x->n;
-        for (size_t q = 0; q < x->n && busy == x->n; q++)
-            if (q != x->me && x->peers[q].posted)
-                busy = q;
-        if (busy == x->n)
-            return 0;
-        x->failed_peer = busy;
-        if ((rc = pc_verbs_poll(x)) < 0)
-            return rc;
-    }
-    return rc;
+    return pc_wait(retired, x, pc_deadline(timeout_ns), 0);
 }

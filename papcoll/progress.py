@@ -2,11 +2,13 @@
 
 Waits poll (papcoll learns of arrivals from the data path, not from messages), so they back off:
 a few quick polls, then yields, then short sleeps, because on an oversubscribed node a spinning
-waiter steals the core from the very peer it waits for. The native core spins and backs off
-itself (native/papcoll_native.c); Python owns the rest: the :class:`Deadline`, the native ``SLICE``
-that bounds any one native wait so that Ctrl-C gets through between two, and the error --
-every wait ends by the deadline with a :class:`PapcollTimeoutError` that names the ranks still
-missing. Waits polled from Python (the set-up meetings) back off with :class:`Backoff`.
+waiter steals the core from the very peer it waits for. In C every wait is ``pc_wait``
+(native/papcoll_native.c: a deadline and a poll). In Python every wait is :func:`wait`: a
+:class:`Deadline`, steps of at most the native ``SLICE`` so that Ctrl-C gets through between
+two, a check between steps that those awaited are still coming, and the error -- every wait
+ends by the deadline with a :class:`PapcollTimeoutError` that names the ranks still missing
+(rendezvous.timed_out). Waits polled from Python (the set-up meetings) back off with
+:class:`Backoff`.
 """
 import time
 
@@ -54,13 +56,37 @@ class Backoff:
             time.sleep(min(_MAX_SLEEP, 1e-6 * (self.idle - _SPINS - _YIELDS)))
 
 
-def wait(step, deadline, error, between=None):
-    """The bounded wait over a native step: ``step(seconds)`` waits at most that long and
-    returns whether it is done. It runs in slices (so that Ctrl-C gets through) until done;
-    ``between()``, if given, runs after every slice in vain (it may raise: a peer that will not
-    come); at the deadline ``error()`` is raised."""
+IDLE, DONE, MORE = 0, 1, 2   # what a poll found, as native pc_wait's polls say it
+
+
+def wait(step, deadline, error, check=None):
+    """The one bounded wait of papcoll's Python: every wait runs here. ``step(seconds)`` waits
+    at most that long -- a native wait, or a poll from Python (:func:`polled`) -- and returns
+    whether the wait is over. It runs in slices (so that Ctrl-C gets through) until done;
+    after each step in vain ``check()``, if given, looks whether those awaited are still coming
+    (it raises for one that is not: rendezvous.elsewhere), and at the deadline the wait raises
+    ``error()`` (rendezvous.timed_out names whom to blame) -- or, ``error`` None, returns
+    False."""
     while not step(deadline.slice()):
         if deadline.expired():
+            if error is None:
+                return False
             raise error()
-        if between is not None:
-            between()
+        if check is not None:
+            check()
+    return True
+
+
+def polled(poll):
+    """A step for :func:`wait` made of a poll in Python: ``poll()`` returns DONE, MORE (it
+    progressed: poll again at once) or IDLE; after a poll in vain the step backs off."""
+    backoff = Backoff()
+
+    def step(seconds):
+        got = poll()
+        if got == IDLE:
+            backoff.pause()
+        elif got == MORE:
+            backoff.reset()
+        return got == DONE
+    return step

@@ -28,10 +28,8 @@ then looks for a moment at the ranks it awaited: those also waiting for somebody
 their own deadline, about the same time, and are then excused and their own waits followed,
 rank to rank, until the ranks that gave no sign are found -- the dead, the stopped, the late.
 """
-import time
-
 from .errors import MismatchError, PapcollTimeoutError
-from .progress import Backoff, Deadline
+from .progress import DONE, IDLE, MORE, Deadline, polled, wait
 
 TAG = 0x5A9C          # on papcoll's private communicator only: never matches the user's messages
 GAVE_UP = TAG + 1     # "my Communicator broke": see give_up
@@ -93,47 +91,46 @@ def exchange(comm, what, value, deadline, members=None, ranks=None, without_gave
     sends = [comm.isend((what, value), dest=q, tag=TAG) for q in others]
     stage = dict.fromkeys(others, TAG)      # the message awaited from each: value, confirmation
     receiving, got, confirmed = {}, {me: value}, False
-    backoff = Backoff()
-    try:
-        while stage:
-            progressed = False
-            for q, tag in list(stage.items()):
-                if q not in receiving:
-                    if gave_up(comm, [q]):        # before its messages: they may be stale
-                        if not without_gave_up:
-                            raise not_coming(comm, what, [q], list(stage), user)
-                        del stage[q]
-                        got.pop(q, None)
-                        progressed = True
-                        continue
-                    message = comm.improbe(source=q, tag=tag)
-                    if message is None:
-                        continue
-                    receiving[q] = message.irecv()
-                done, payload = receiving[q].test()
-                if not done:
-                    continue
-                del receiving[q]
-                their_what, their_value = payload
-                if their_what != what:
-                    raise MismatchError(
-                        f"rank {user(q)} is at {their_what!r} while rank {user(me)} is at "
-                        f"{what!r}: every rank must make the same papcoll calls in the same "
-                        f"order", [user(q)])
-                if tag == TAG:
-                    got[q], stage[q] = their_value, CONFIRM
-                else:
+
+    def poll():
+        nonlocal sends, confirmed
+        progressed = False
+        for q, tag in list(stage.items()):
+            if q not in receiving:
+                if gave_up(comm, [q]):            # before its messages: they may be stale
+                    if not without_gave_up:
+                        raise not_coming(comm, what, [q], list(stage), user)
                     del stage[q]
-                progressed = True
-            if not confirmed and TAG not in stage.values():     # every value is here
-                sends += [comm.isend((what, None), dest=q, tag=CONFIRM) for q in got if q != me]
-                confirmed = progressed = True
-            if progressed:
-                backoff.reset()
-            elif deadline.expired():
-                raise timed_out(comm, what, sorted(stage), deadline.timeout, user)
+                    got.pop(q, None)
+                    progressed = True
+                    continue
+                message = comm.improbe(source=q, tag=tag)
+                if message is None:
+                    continue
+                receiving[q] = message.irecv()
+            done, payload = receiving[q].test()
+            if not done:
+                continue
+            del receiving[q]
+            their_what, their_value = payload
+            if their_what != what:
+                raise MismatchError(
+                    f"rank {user(q)} is at {their_what!r} while rank {user(me)} is at "
+                    f"{what!r}: every rank must make the same papcoll calls in the same "
+                    f"order", [user(q)])
+            if tag == TAG:
+                got[q], stage[q] = their_value, CONFIRM
             else:
-                backoff.pause()
+                del stage[q]
+            progressed = True
+        if not confirmed and TAG not in stage.values():     # every value is here
+            sends += [comm.isend((what, None), dest=q, tag=CONFIRM) for q in got if q != me]
+            confirmed = progressed = True
+        return DONE if not stage else MORE if progressed else IDLE
+
+    try:
+        wait(polled(poll), deadline,
+             lambda: timed_out(comm, what, sorted(stage), deadline.timeout, user))
     finally:              # the sends complete as their receivers take them, or never
         _keep(sends)
     return got
@@ -222,13 +219,14 @@ def settle(comm, awaited, timeout):
     are themselves waiting -- for a process really missing -- a moment to give up too (they
     reach their deadline about when I do): until :func:`blame` finds everyone it follows
     accounted for, or for a tenth of ``timeout`` (at most a second)."""
-    end = time.monotonic() + min(1.0, timeout / 10)
-    while True:
-        missing, gave = blame(comm, awaited)
+    found = {}
+
+    def accounted():
+        missing, gave = found["missing"], found["gave"] = blame(comm, awaited)
         unheard = [q for q in gave if q not in _of(comm).gave]   # flag up, message not yet
-        if (not missing and not unheard) or time.monotonic() >= end:
-            return missing, gave
-        time.sleep(1e-3)
+        return IDLE if missing or unheard else DONE
+    wait(polled(accounted), Deadline(min(1.0, timeout / 10)), None)
+    return found["missing"], found["gave"]
 
 
 def blame(comm, awaited):
@@ -280,10 +278,11 @@ def not_coming(comm, doing, gave, awaited, user):
     flags, raised before the give-up message arrives: the message is waited for a moment (at
     most a second), for its reason."""
     peers = _of(comm)
-    end = time.monotonic() + 1.0
-    while any(q not in peers.gave for q in gave) and time.monotonic() < end:
-        gave_up(comm, gave)           # receives the messages that came
-        time.sleep(1e-3)
+
+    def heard():
+        gave_up(comm, gave)                       # receives the messages that came
+        return DONE if all(q in peers.gave for q in gave) else IDLE
+    wait(polled(heard), Deadline(1.0), None)
     for q in sorted(set(gave) | set(gave_up(comm, awaited))):
         why = peers.gave.get(q, ("",))[0]
         if why.startswith("MismatchError"):
@@ -299,11 +298,10 @@ def dup(comm, timeout):
     """``comm.Dup()``, bounded: MPI_Comm_idup under the deadline. A rank missing from it cannot
     be named (MPI does not say), so the error says so."""
     new, request = comm.Idup()
-    deadline, backoff = Deadline(timeout), Backoff()
-    while not request.Test():
-        if deadline.expired():
-            _keep([request])
-            raise PapcollTimeoutError("papcoll.Communicator: duplicating the communicator "
-                                      "(MPI_Comm_idup)", None, timeout)
-        backoff.pause()
+
+    def not_done():
+        _keep([request])
+        return PapcollTimeoutError("papcoll.Communicator: duplicating the communicator "
+                                   "(MPI_Comm_idup)", None, timeout)
+    wait(polled(lambda: DONE if request.Test() else IDLE), Deadline(timeout), not_done)
     return new

@@ -5,13 +5,13 @@ import pytest
 
 from papcoll.errors import PapcollTimeoutError
 from papcoll.native.lib import SLICE
-from papcoll.progress import Deadline, wait
+from papcoll.progress import DONE, IDLE, MORE, Deadline, polled, wait
 
 
 def test_a_wait_runs_slices_until_its_step_is_done():
     slices, between = [], []
     wait(lambda seconds: slices.append(seconds) or len(slices) == 3, Deadline(5),
-         lambda: AssertionError("timed out"), between=lambda: between.append(1))
+         lambda: AssertionError("timed out"), check=lambda: between.append(1))
     assert len(slices) == 3 and len(between) == 2
     assert all(0 < s <= SLICE for s in slices)       # never longer than a slice: Ctrl-C
 
@@ -24,7 +24,7 @@ def test_a_wait_raises_its_error_at_the_deadline_and_no_later():
     assert 0.25 <= time.monotonic() - start < 0.25 + 2 * SLICE
 
 
-def test_between_may_end_a_wait_early():
+def test_a_check_may_end_a_wait_early():
     def give_up():
         raise PapcollTimeoutError("peer gave up", [3], 5)
     start = time.monotonic()
@@ -38,3 +38,14 @@ def test_a_deadline_slices_what_is_left():
     assert 0 < d.slice() <= min(0.05, SLICE)
     time.sleep(0.06)
     assert d.expired() and d.left() == 0 and d.slice() == 0
+
+
+def test_a_wait_without_an_error_says_it_timed_out():
+    assert wait(lambda seconds: False, Deadline(0.01), None) is False
+    assert wait(lambda seconds: True, Deadline(0), None) is True
+
+
+def test_a_polled_step_polls_again_at_once_after_progress_and_backs_off_in_vain():
+    found = iter([MORE, MORE, IDLE, IDLE, DONE])
+    step = polled(lambda: next(found))
+    assert [step(1.0) for _ in range(5)] == [False, False, False, False, True]

@@ -40,27 +40,32 @@ class IntraNodeAlgorithm(Algorithm):
         """A call begins: its deadline (the Communicator opens its trace record)."""
         self.deadline = Deadline(self.ctx.timeout)
 
-    def serve(self, loops, collect, what, target, posts=False, names=None, traced=None):
+    def serve(self, loops, collect, what, target, posts=False, names=None, traced=None,
+              signalled_by=None, start=None):
         """Call ``collect(start, timeout)`` (a native loop over ``loops``, whose flags must
         reach ``target``) until it has served every pending source; each served source's data
         has arrived. ``names`` maps the loop's sources to the user ranks blamed when they do
         not come -- a rank, or a list (default: the node's processes) --, ``traced`` to the
-        lists of user ranks whose
-        blocks a source brings (default: the source's name). ``posts``: the first call also
-        posts my blocks (traced as "sent" then).
-        Raises at the deadline, or when a peer's call differs."""
-        loops.start = self.start % loops.n
-        while not self.serve_step(loops, collect, what, target, self.deadline.slice(), names,
-                                  traced, posts):
-            posts = False
-
-    def serve_step(self, loops, collect, what, target, seconds, names=None, traced=None,
-                   posts=False, signalled_by=None):
-        """One native call of :meth:`serve`, waiting at most ``seconds`` (0: a poll; start
-        with ``loops.start = ...``): whether every pending source is served now.
+        lists of user ranks whose blocks a source brings (default: the source's name).
+        ``posts``: the first call also posts my blocks (traced as "sent" then).
         ``signalled_by``: the user ranks that raise the loop's flags themselves, when not every
-        rank of ``names`` does (a flag another process raises on their behalf)."""
+        rank of ``names`` does (a flag another process raises on their behalf). The scan
+        starts at source ``start`` (default: my successor).
+        Raises at the deadline, or when a peer's call differs."""
         names = self.ranks if names is None else names
+        loops.start = (self.start if start is None else start) % loops.n
+
+        def step(seconds):
+            nonlocal posts
+            self.collect(loops, collect, seconds, names, traced, posts)
+            posts = False
+            return not loops.left
+        progress.wait(step, self.deadline,
+                      lambda: self.timeout(what, _ranks(names, loops.missing())),
+                      lambda: self.elsewhere(what, loops, target, names, signalled_by))
+
+    def collect(self, loops, collect, seconds, names, traced, posts):
+        """One native call of :meth:`serve`, waiting at most ``seconds``."""
         try:
             served = collect(loops.start, seconds)
         except SignatureMismatch as err:
@@ -77,22 +82,12 @@ class IntraNodeAlgorithm(Algorithm):
             loops.start = (int(served[-1]) + 1) % loops.n
             if self.tracing:
                 self.trace_each("received", served, traced or [[r] for r in names])
-        elif seconds or self.deadline.expired():
-            self.still_coming(what, loops, target, names, signalled_by)
-        return not loops.left
 
     def wait_all(self, loops, target, what):
         """Wait until every pending flag of ``loops`` is >= target. Raises at the deadline."""
         progress.wait(lambda seconds: loops.wait_all(target, seconds), self.deadline,
                       lambda: self.timeout(what, self.board.user_ranks(loops.missing())),
                       lambda: self.elsewhere(what, loops, target, self.ranks))
-
-    def still_coming(self, what, loops, target, names, signalled_by=None):
-        """After a native wait on ``loops`` in vain: raise at the deadline, or as soon as one
-        of the sources still missing is known not to come."""
-        if self.deadline.expired():
-            raise self.timeout(what, _ranks(names, loops.missing()))
-        self.elsewhere(what, loops, target, names, signalled_by)
 
     def elsewhere(self, what, loops, target, names, signalled_by=None):
         """Raise if one of the sources still missing is known not to come (rendezvous). Only

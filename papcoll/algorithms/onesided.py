@@ -43,7 +43,7 @@ import ctypes
 
 import numpy as np
 
-from .. import rendezvous, signature
+from .. import progress, rendezvous, signature
 from ..buffers import Message
 from ..errors import MismatchError
 from ..native import EMSGSIZE, EPROTO, ETIMEDOUT, Plan, xport
@@ -150,29 +150,41 @@ class Exchange:
         self.drive(c, "waiting for data")
 
     def drive(self, c, what, gate=None):
-        """Run the engine in slices under the call's deadline, checking between slices that
-        the awaited peers are still coming; map its failures to papcoll's errors. ``gate``
-        (the masters'): its posts are awaited first (``gate.still_coming()`` checks them, and
-        ``gate.mismatch(i)`` is the error of post i)."""
+        """Run the engine in slices under the call's deadline (progress.wait), checking between
+        slices that the awaited peers are still coming; map its failures to papcoll's errors.
+        ``gate`` (the masters'): its posts are awaited first (``gate.still_coming()`` checks
+        them, ``gate.timeout()`` is the error at the deadline, ``gate.mismatch(i)`` the error
+        of post i)."""
         comm, ranks = self.algo.ctx.comm, self.ranks
         tracing = self.trace.events
-        while True:
-            rc = xport.run(c.s, int(min(self.deadline.left(), CHECK_EVERY) * 1e9))
+
+        def step(seconds):
+            rc = xport.run(c.s, int(min(seconds, CHECK_EVERY) * 1e9))
             if tracing:
                 self.replay(c, gate)
-            if rc == 1:
-                return
-            if rc != ETIMEDOUT:
+            if rc not in (1, ETIMEDOUT):
                 self.failure(c, rc, what, gate)
-            if gate is not None and not gate.s.open:
-                gate.still_coming()
-                continue
-            still = [ranks[q] for q in self.awaited(c)]
-            if self.deadline.expired():
-                raise rendezvous.timed_out(comm, f"{self.algo.name} {what}", still,
-                                           self.deadline.timeout)
-            rendezvous.elsewhere(comm, still, int, f"{describe(self.sig)} ({what})",
+            return rc == 1
+
+        def gated():
+            return gate is not None and not gate.s.open
+
+        def check():
+            if gated():
+                return gate.still_coming()
+            rendezvous.elsewhere(comm, self.still(c), int, f"{describe(self.sig)} ({what})",
                                  lambda rank: self.arrived(c, ranks.index(rank)))
+
+        def error():
+            if gated():
+                return gate.timeout()
+            return rendezvous.timed_out(comm, f"{self.algo.name} {what}", self.still(c),
+                                        self.deadline.timeout)
+        progress.wait(step, self.deadline, error, check)
+
+    def still(self, c):
+        """The user's ranks the engine's call ``c`` still awaits."""
+        return [self.ranks[q] for q in self.awaited(c)]
 
     def failure(self, c, rc, what, gate=None):
         """Raise the error of the engine's call ``c`` that ended with ``rc``."""

@@ -191,30 +191,23 @@ class ShmDirect(IntraNodeAlgorithm):
             if send is not None:
                 plan.own.copy(length, dst=dst, src=src)
             plan.local.expect(plan.all_local)
-            plan.local.start = self.start
-            gather = lambda seconds: self.serve_step(
-                plan.local, lambda start, timeout: plan.local.serve(
-                    epoch, sig, start, timeout, length, dst=dst), "gathering the node's blocks",
-                epoch, seconds)
             remote = plan.remote
             remote.expect(plan.all_remote)
-            scatter = lambda seconds: self.serve_step(
-                remote, lambda start, timeout: remote.serve(
-                    self.round, 0, start, timeout, length, dst=dst),
-                "waiting for remote nodes' blocks", self.round, seconds, plan.blame,
-                plan.traced, signalled_by=plan.hands_on)
-            remote.start = self.k % remote.n
             if self.master:
                 trace.phase("masters")
                 self.masters_phase(plan, sig, epoch, length, dst)
             else:
-                while not gather(self.deadline.slice()):
-                    pass
+                self.serve(plan.local, lambda start, timeout: plan.local.serve(
+                    epoch, sig, start, timeout, length, dst=dst), "gathering the node's blocks",
+                    epoch)
             trace.phase("scatter")
-            if self.master and self.pap:
-                continue                  # the engine copied my parts as they landed
-            while remote.left and not scatter(self.deadline.slice()):
-                pass
+            if self.master and self.pap or not remote.left:
+                continue              # a PAP master's engine copied my parts as they landed
+            self.serve(remote, lambda start, timeout: remote.serve(
+                self.round, 0, start, timeout, length, dst=dst),
+                "waiting for remote nodes' blocks", self.round, names=plan.blame,
+                traced=plan.traced, signalled_by=plan.hands_on, start=self.k)
+
     def masters_phase(self, plan, sig, epoch, length, dst):
         """My node's aggregates to every other master, once the gate (my node's posts) has
         completed them, in one engine call (onesided.py): theirs handed on to my node as they
@@ -268,6 +261,7 @@ class ShmDirect(IntraNodeAlgorithm):
 class _Gate:
     """The masters' gate (struct pc_gate): my node's posts, served by the engine (their blocks
     for me copied in) before it writes anything; errors and names as the algorithm's own."""
+    WHAT = "gathering the node's blocks"
 
     def __init__(self, algo, loops):
         self.algo, self.loops, self.names = algo, loops, algo.ranks
@@ -277,8 +271,10 @@ class _Gate:
                             src_off=x._src, served=loops._served)
 
     def still_coming(self):
-        self.algo.still_coming("gathering the node's blocks", self.loops, self.s.target,
-                               self.names)
+        self.algo.elsewhere(self.WHAT, self.loops, self.s.target, self.names)
+
+    def timeout(self):
+        return self.algo.timeout(self.WHAT, [self.names[q] for q in self.loops.missing()])
 
     def mismatch(self, peer):
         err = self.loops.mismatch(peer, self.s.target, self.s.sig)

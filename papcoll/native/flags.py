@@ -5,14 +5,15 @@ A flag set is a 1-D uint64 array (a view of an mmap, a shared window...) whose e
 may exceed 8 bytes, so flags can be padded to cache lines: ``Flags(segment_u64[::8])``. Use the
 :class:`Flags` object in hot loops: it validates the array once and caches its address (finding
 an array's address costs about a microsecond); the module-level functions validate on every
-call. Every wait is bounded: timeouts are finite seconds >= 0 (0 = test once), and a long wait
-runs in slices of at most lib.SLICE so that Ctrl-C gets through.
+call. Every wait is bounded: timeouts are finite seconds >= 0 (0 = test once). A wait is one
+native pc_wait with the GIL released, which Ctrl-C does not interrupt: papcoll's own waits run
+them in slices of at most lib.SLICE (progress.wait).
 """
 import os
 
 import numpy as np
 
-from .lib import ENOENT, ETIMEDOUT, address, check_index, lib, sliced, start_index, u64
+from .lib import ENOENT, ETIMEDOUT, address, check_index, lib, start_index, timeout_ns, u64
 
 _U64 = np.dtype(np.uint64)
 
@@ -64,7 +65,7 @@ class Flags:
 
     def wait_ge(self, index, target, timeout):
         """Wait until flag index >= target: True, or False after timeout seconds."""
-        return sliced(lib.pc_wait_ge, (self._at(index), u64(target, "target")), timeout) == 0
+        return lib.pc_wait_ge(self._at(index), u64(target, "target"), timeout_ns(timeout)) == 0
 
     def _pending(self, pending):
         # The last mask's address is cached: PAP loops pass the same array each time.
@@ -83,9 +84,8 @@ class Flags:
         after timeout seconds. Pass start = one past the index served last (first
         (p + 1) % n) to serve peers in arrival order."""
         mask, n = self._pending(pending)
-        rc = sliced(lib.pc_wait_any_ge,
-                     (self.address, self.stride, mask, n, u64(target, "target"),
-                      start_index(start, n)), timeout)
+        rc = lib.pc_wait_any_ge(self.address, self.stride, mask, n, u64(target, "target"),
+                                start_index(start, n), timeout_ns(timeout))
         return self._check_wait(rc)
 
     def wait_ready_ge(self, pending, target, timeout, start=0, out=None):
@@ -98,9 +98,8 @@ class Flags:
         elif not (isinstance(out, np.ndarray) and out.dtype == np.intp and out.ndim == 1
                   and out.size >= n and out.flags.c_contiguous and out.flags.writeable):
             raise ValueError(f"out must be a writable contiguous intp array of >= {n} entries")
-        rc = sliced(lib.pc_wait_ready_ge,
-                     (self.address, self.stride, mask, n, u64(target, "target"),
-                      start_index(start, n), address(out)), timeout)
+        rc = lib.pc_wait_ready_ge(self.address, self.stride, mask, n, u64(target, "target"),
+                                  start_index(start, n), address(out), timeout_ns(timeout))
         return out[:max(self._check_wait(rc), 0)]
 
     def ready_ge(self, pending, target, start=0, out=None):

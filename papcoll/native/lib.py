@@ -143,17 +143,3 @@ def uint_vector(values, what):
     if a.dtype.kind == "i" and a.size and a.min() < 0:
         raise ValueError(f"{what}[{int(np.argmax(a < 0))}] is negative")
     return np.ascontiguousarray(a, dtype=np.uintp)
-
-
-
-def sliced(fn, args, timeout):
-    """Call fn(*args, timeout_ns) in slices of at most SLICE until it does
-    not time out or the whole timeout is used up; return its last result. A
-    timed-out slice has lasted at least its length, so no clock is needed."""
-    ns, slice_ns = timeout_ns(timeout), timeout_ns(SLICE)
-    while True:
-        rc = fn(*args, min(ns, slice_ns))
-        if rc != ETIMEDOUT or ns <= slice_ns:
-            return rc
-        ns -= slice_ns
-

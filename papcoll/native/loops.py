@@ -20,7 +20,7 @@ from mpi4py import MPI
 from .cma import cma_error
 from .flags import Flags
 from .lib import (ENOENT, EPROTO, ETIMEDOUT, address, bytes_view, check_index,
-                  lib, sliced, start_index, timeout_ns)
+                  lib, start_index, timeout_ns)
 
 POST_SIG, POST_ADDR = 1, 3          # words of a post after its flag (PC_POST_SIG, PC_POST_ADDR)
 
@@ -147,8 +147,8 @@ class PeerLoops:
     def wait_all(self, target, timeout):
         """Wait until every pending flag is >= target: True, or False after timeout seconds
         (``missing()`` then names the peers still short)."""
-        rc = sliced(lib.pc_wait_all_ge, (self.flags.address, self.flags.stride, self._pending,
-                                         self.n, target), timeout)
+        rc = lib.pc_wait_all_ge(self.flags.address, self.flags.stride, self._pending, self.n,
+                                target, timeout_ns(timeout))
         if rc == -errno.EINVAL:
             raise ValueError("native wait rejected its arguments")
         return rc == 0

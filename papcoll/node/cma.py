@@ -211,13 +211,17 @@ class CmaNode:
         size = send.nbytes
         recv[root * size:(root + 1) * size] = send
         self.loops.expect(self._others(root))
-        while self.loops.left:
-            if not len(self.loops.cma_collect(epoch, signature.make(PRIMITIVE, size),
-                                              (root + 1) % self.n, self.pids, 0, recv, size,
-                                              size, self.my_acks, self.deadline.slice())) \
-                    and self.deadline.expired():
-                raise PapcollTimeoutError("CMA gather: waiting for processes",
-                                          self.user_ranks(self.loops.missing()), self.timeout)
+        sig = signature.make(PRIMITIVE, size)
+
+        def step(seconds):
+            self.loops.cma_collect(epoch, sig, (root + 1) % self.n, self.pids, 0, recv, size,
+                                   size, self.my_acks, seconds)
+            return not self.loops.left
+        if self.loops.left:
+            progress.wait(step, self.deadline,
+                          lambda: PapcollTimeoutError("CMA gather: waiting for processes",
+                                                      self.user_ranks(self.loops.missing()),
+                                                      self.timeout))
 
     # ---- shared steps --------------------------------------------------------------------
 
@@ -243,16 +247,20 @@ class CmaNode:
         pending[root] = 0
         out = np.empty(self.n, np.intp)
         start = (root + 1) % self.n
-        while pending.any():
-            ready = self.posts.wait_ready_ge(pending, epoch, self.deadline.slice(), start, out)
-            if not len(ready) and self.deadline.expired():
-                raise PapcollTimeoutError(f"CMA {what}",
-                                          self.user_ranks(np.flatnonzero(pending)), self.timeout)
-            for peer in ready:
+
+        def step(seconds):
+            nonlocal start
+            for peer in self.posts.wait_ready_ge(pending, epoch, seconds, start, out):
                 serve(int(peer))
                 self.my_acks.store(peer, epoch)
                 pending[peer] = 0
                 start = (int(peer) + 1) % self.n
+            return not pending.any()
+        if pending.any():
+            progress.wait(step, self.deadline,
+                          lambda: PapcollTimeoutError(f"CMA {what}",
+                                                      self.user_ranks(np.flatnonzero(pending)),
+                                                      self.timeout))
 
 
 # ---- status for `python -m papcoll info` ----------------------------------------------------
