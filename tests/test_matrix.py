@@ -18,7 +18,8 @@ CASES = sorted({(n, k) for n in range(1, 6) for k in (1, 2, 3, n) if k <= n})
 @pytest.mark.parametrize("nprocs,node_size", CASES, ids=[f"N{n}-node{k}" for n, k in CASES])
 def test_matches_mpi_alltoall(run_mpi, nprocs, node_size):
     res = run_mpi(nprocs, "matrix.py", env={"PAPCOLL_NODE_SIZE": str(node_size)})
-    assert res.returncode == 0, res.stdout[-6000:]
+    failed = "\n".join(line for line in res.stdout.splitlines() if " FAILED: " in line)
+    assert res.returncode == 0, f"{failed}\n...\n{res.stdout[-6000:]}"
     for name in papcoll.algorithms:
         skipped = f"SKIP {name}:" in res.stdout
         # Only the topology excuses an algorithm -- an intra-node one across nodes, a

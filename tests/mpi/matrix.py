@@ -155,4 +155,11 @@ def main():
         print(f"PASS mixed: {len(names) * 10} calls alternating {len(names)} algorithms", flush=True)
 
 
-main()
+try:
+    main()
+except BaseException as err:
+    # One line per rank that failed, whatever its traceback's length: -m mpi4py then aborts the
+    # job, and the first rank's abort may cut the others' tracebacks short.
+    print(f"RANK {rank} FAILED: {type(err).__name__}: {err}", flush=True)
+    time.sleep(1)        # the other ranks' errors reach the output before the abort
+    raise
