@@ -32,11 +32,10 @@ static struct pc_plan *plan_of(PyObject *arg)
  * NULL for anything else. */
 static PyObject *data_of(const void *datatype, PyObject *spec)
 {
-    int typed = (PyList_CheckExact(spec) || PyTuple_CheckExact(spec)) &&
-                PySequence_Fast_GET_SIZE(spec) == 2;
     if (datatype == NULL)
         return PyList_Check(spec) || PyTuple_Check(spec) ? NULL : spec;
-    if (typed && PySequence_Fast_GET_ITEM(spec, 1) == datatype)
+    if ((PyList_CheckExact(spec) || PyTuple_CheckExact(spec)) &&
+        PySequence_Fast_GET_SIZE(spec) == 2 && PySequence_Fast_GET_ITEM(spec, 1) == datatype)
         return PySequence_Fast_GET_ITEM(spec, 0);
     return NULL;
 }
@@ -176,6 +175,18 @@ static int run_mpi(const struct pc_plan *p, const char *send, char *recv, int in
     return rc ? -rc : 1;
 }
 
+/* shm_direct, pap_shm_direct: a round of the hierarchical call (papcoll_hier.c), run for a
+ * slice: 1, or pc_hier_run's rc for the call left in the plan (resume() goes on with it). */
+static int run_hier(struct pc_plan *p, const char *send, char *recv, int in_place)
+{
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    pc_hier_start(p, send, recv, in_place);
+    rc = pc_hier_run(p, p->slice_ns);
+    Py_END_ALLOW_THREADS
+    return rc;
+}
+
 /* alltoall(plan, sendbuf, recvbuf) -> 1 done, 0 declined (nothing touched: no plan, not
  * armed, or buffers of another shape), or < 0: the call is left for the algorithm to finish
  * or to raise (the run_* say which values). plan: a struct pc_plan's address, or None. */
@@ -188,7 +199,7 @@ static PyObject *alltoall(PyObject *module, PyObject *const *args, Py_ssize_t na
     }
     if (args[0] == Py_None)
         return PyLong_FromLong(0);
-    const struct pc_plan *p = plan_of(args[0]);
+    struct pc_plan *p = plan_of(args[0]);
     if (p == NULL)
         return PyErr_Occurred() ? NULL : PyLong_FromLong(0);
     Py_buffer s, r;
@@ -201,6 +212,7 @@ static PyObject *alltoall(PyObject *module, PyObject *const *args, Py_ssize_t na
     }
     int rc = p->kind == PC_PLAN_SEGMENT ? run_segment(p, s.buf, r.buf)
              : p->kind == PC_PLAN_ENGINE ? run_engine(p, s.buf, r.buf, in_place)
+             : p->kind == PC_PLAN_HIER   ? run_hier(p, s.buf, r.buf, in_place)
                                          : run_mpi(p, s.buf, r.buf, in_place);
     release(&s, &r, in_place);
     return PyErr_Occurred() ? NULL : PyLong_FromLong(rc);
@@ -246,6 +258,30 @@ static PyObject *bind(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return PyBool_FromLong(kept);
 }
 
+/* resume(plan, timeout_ns) -> a hierarchical call the plan left, run on for at most
+ * timeout_ns with the GIL released: pc_hier_run's rc. */
+static PyObject *resume(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "resume(plan, timeout_ns)");
+        return NULL;
+    }
+    struct pc_plan *p = plan_of(args[0]);
+    int64_t timeout_ns = PyLong_AsLongLong(args[1]);
+    if (p == NULL || PyErr_Occurred())
+        return PyErr_Occurred() ? NULL : PyLong_FromLong(-EINVAL);
+    if (p->kind != PC_PLAN_HIER || p->phase == 0) {
+        PyErr_SetString(PyExc_ValueError, "resume: no hierarchical call in progress");
+        return NULL;
+    }
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = pc_hier_run(p, timeout_ns);
+    Py_END_ALLOW_THREADS
+    return PyLong_FromLong(rc);
+}
+
 /* set_in_place(obj): the object that stands for MPI_IN_PLACE as sendbuf. */
 static PyObject *set_in_place(PyObject *module, PyObject *obj)
 {
@@ -259,6 +295,8 @@ static PyMethodDef methods[] = {
      "alltoall(plan, sendbuf, recvbuf): 1 done, 0 declined, < 0 left to the algorithm."},
     {"bind", (PyCFunction)(void (*)(void))bind, METH_FASTCALL,
      "bind(plan, sendbuf, recvbuf, datatype, sig): arm the plan for calls of this shape."},
+    {"resume", (PyCFunction)(void (*)(void))resume, METH_FASTCALL,
+     "resume(plan, timeout_ns): run on the hierarchical call a plan left."},
     {"set_in_place", set_in_place, METH_O, "set_in_place(MPI.IN_PLACE)"},
     {NULL, NULL, 0, NULL},
 };

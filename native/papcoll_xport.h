@@ -314,6 +314,42 @@ int pc_xcall_run(struct pc_xcall *c, int64_t timeout_ns);
 #define PC_PLAN_SEGMENT 1 /* shm_pap: pc_exchange_blocks over the node board, in slot pieces */
 #define PC_PLAN_ENGINE 2  /* copy-based PAP Direct: the engine, one prepared call per bank */
 #define PC_PLAN_MPI 3     /* mpi: the MPI library's MPI_Alltoall */
+#define PC_PLAN_HIER 4    /* shm_direct, pap_shm_direct: gather, masters, scatter (one round) */
+
+/* One round of a hierarchical call (papcoll/algorithms/shm_direct.py says why it is correct),
+ * for one pair of banks: the board epoch's parity and the round's. My blocks go out by the
+ * copy list post (npost copies: absolute destinations in the node's board and outbox, sources
+ * relative to the call's send buffer) and my post on the board (its four words); my own block
+ * from offset own of the send buffer to the same offset of the receive buffer. Then the
+ * phases, each a step the next waits for:
+ *  - gather (local): my node's posts served as they rise -- for a master, the gate of its
+ *    call among the masters (masters), which sends nothing before the gate is open;
+ *  - masters: that call; shm_direct's master then raises the one done flag (done);
+ *  - scatter (remote, NULL for a PAP master: its engine hands my parts on as they land): the
+ *    done flags served as they rise.
+ * all_local and all_remote: the sources each step serves. */
+struct pc_hier {
+    size_t npost;
+    const size_t *post_dst, *post_src;
+    size_t own;
+    volatile uint64_t *post;
+    struct pc_gate *local, *remote;
+    const uint8_t *all_local, *all_remote;
+    struct pc_xcall *masters;
+    volatile uint64_t *done;
+};
+#define PC_HIER_GATHER 1  /* the phase a hierarchical call is in (pc_plan.phase; 0: none) */
+#define PC_HIER_MASTERS 2
+#define PC_HIER_SCATTER 3
+
+/* A hierarchical plan's call: start it (its round and board epoch the next of *round and
+ * *epoch, the masters' call the next of *xepoch: posts, own block, phases armed), then run
+ * it for at most timeout_ns, as often as it takes: 1 when done, -ETIMEDOUT (run again; phase
+ * says where it waits), -EPROTO (a post of the gather, or the masters' call: failed_*), or a
+ * transport's -errno. */
+struct pc_plan;
+void pc_hier_start(struct pc_plan *p, const char *send, char *recv, int in_place);
+int pc_hier_run(struct pc_plan *p, int64_t timeout_ns);
 
 /* A cached plan: how to run calls of one shape -- the shape of a call papcoll fully checked
  * before (papcoll_call.c: bind sets it; the algorithm the rest). The shape: nbytes in all,
@@ -343,6 +379,14 @@ struct pc_plan {
     char *spare;
     /* PC_PLAN_MPI: the communicator's handle value (as in pc_mpi_open) */
     intptr_t comm;
+    /* PC_PLAN_HIER: the algorithm's round counter, its masters' call counter (adverts:
+     * theirs), its rounds by bank pair (epoch % 2 * 2 + round % 2), where scatters start;
+     * the round and phase of the call in progress */
+    uint64_t *round, *xepoch;
+    struct pc_hier *rounds[4];
+    size_t scatter_start;
+    struct pc_hier *current;
+    int phase;
 };
 
 #endif

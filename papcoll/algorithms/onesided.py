@@ -155,7 +155,6 @@ class Exchange:
         ``gate`` (the masters'): its posts are awaited first (``gate.still_coming()`` checks
         them, ``gate.timeout()`` is the error at the deadline, ``gate.mismatch(i)`` the error
         of post i)."""
-        comm, ranks = self.algo.ctx.comm, self.ranks
         tracing = self.trace.events
 
         def step(seconds):
@@ -165,22 +164,24 @@ class Exchange:
             if rc not in (1, ETIMEDOUT):
                 self.failure(c, rc, what, gate)
             return rc == 1
+        progress.wait(step, self.deadline, lambda: self.error(c, what, gate),
+                      lambda: self.check(c, what, gate))
 
-        def gated():
-            return gate is not None and not gate.s.open
+    def check(self, c, what, gate=None):
+        """Raise if a peer the call ``c`` (left by a slice in vain) awaits is known not to
+        come."""
+        if gate is not None and not gate.s.open:
+            return gate.still_coming()
+        comm, ranks = self.algo.ctx.comm, self.ranks
+        rendezvous.elsewhere(comm, self.still(c), int, f"{describe(self.sig)} ({what})",
+                             lambda rank: self.arrived(c, ranks.index(rank)))
 
-        def check():
-            if gated():
-                return gate.still_coming()
-            rendezvous.elsewhere(comm, self.still(c), int, f"{describe(self.sig)} ({what})",
-                                 lambda rank: self.arrived(c, ranks.index(rank)))
-
-        def error():
-            if gated():
-                return gate.timeout()
-            return rendezvous.timed_out(comm, f"{self.algo.name} {what}", self.still(c),
-                                        self.deadline.timeout)
-        progress.wait(step, self.deadline, error, check)
+    def error(self, c, what, gate=None):
+        """The error of the call ``c`` at its deadline."""
+        if gate is not None and not gate.s.open:
+            return gate.timeout()
+        return rendezvous.timed_out(self.algo.ctx.comm, f"{self.algo.name} {what}",
+                                    self.still(c), self.deadline.timeout)
 
     def still(self, c):
         """The user's ranks the engine's call ``c`` still awaits."""

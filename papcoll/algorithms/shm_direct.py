@@ -39,65 +39,32 @@ the master's address space alone; the node segment is the one memory that both t
 connection and every local process can reach.
 
 **Memory.** A piece is at most the board's slot, and at most what keeps a node's four areas
-(2 banks of outbox, 2 of inbound, each ppn x (N - ppn) pieces) within SEGMENT_BUDGET. The
+(2 banks of outbox, 2 of inbound, each ppn x (N - ppn) pieces) within SEGMENT_BUDGET (shm_layout.py). The
 areas are one POSIX segment per node and algorithm instance (node/segment.py: bounded set-up,
 nothing left in /dev/shm); the done flags live in the master's control page.
 """
+import ctypes
+
 import numpy as np
 from mpi4py import MPI
 
-from .. import native, rendezvous
-from ..node.board import slot_bytes
+from .. import native, progress, rendezvous, signature
+from ..native import xport
+from ..native.lib import address
+from ..native.plan import GATHER, MASTERS, HierStruct
 from ..node.segment import LINE, Segment
 from ..progress import Deadline
 from ..transport import open_transport
+from ..trace import NoTrace
 from ..transport.base import keep
-from .intranode import IntraNodeAlgorithm
-from ..native import xport
+from .intranode import IntraNodeAlgorithm, _ranks
 from .onesided import Exchange, _Call
 from .registry import register
+from .shm_layout import Layout, Lists, piece_max, step_of
 
-SEGMENT_BUDGET = 64 << 20     # bytes of outbox and inbound areas per node, both banks
-PIECE_ALIGN = 64              # pieces above this are multiples of a cache line
-HEADER = 64                   # bytes before each aggregate: the sender's call signature
-
-
-def piece_max(ppn, size):
-    """The largest piece, the same on every node (their layouts must agree): within the board
-    slot of the largest node, and within SEGMENT_BUDGET for the node with the most remote
-    traffic (ppn processes each writing a piece to every remote process, 2 areas x 2 banks)."""
-    piece = max(1, min(slot_bytes(max(ppn)),
-                       SEGMENT_BUDGET // max(1, 4 * max(p * (size - p) for p in ppn))))
-    return piece - piece % PIECE_ALIGN if piece > PIECE_ALIGN else piece
-
-
-class Layout:
-    """Where aggregates sit in every node's outbox and inbound areas: node k's areas hold one
-    place per remote node r, in node order, each a HEADER (the sender's call signature) and
-    then ppn_k x ppn_r pieces of up to ``piece_max`` bytes (rows: node k's processes in the
-    outbox, node r's in the inbound area). Places are sized for the largest piece, so they lie
-    where every rank expects them whatever the block size of its call: a disagreement is read
-    in the header, never in another call's blocks."""
-
-    def __init__(self, ppn, piece_max):
-        self.ppn, self.piece_max = ppn, piece_max
-        self.prefix = np.concatenate([[0], np.cumsum(ppn)]).tolist()
-
-    def at(self, node, other):
-        """Offset, in a bank of ``node``'s area, of its place for (outbox) or from (inbound)
-        node ``other``."""
-        before = self.prefix[other] - (self.ppn[node] if node < other else 0)
-        nodes_before = other - (1 if node < other else 0)
-        return self.ppn[node] * before * self.piece_max + nodes_before * HEADER
-
-    def bank(self, node):
-        """The bytes of one bank of ``node``'s outbox, or of its inbound area."""
-        others = self.prefix[-1] - self.ppn[node]
-        return self.ppn[node] * others * self.piece_max + (len(self.ppn) - 1) * HEADER
-
-    def size(self, node, other, piece):
-        """The bytes an aggregate of pieces of ``piece`` bytes, header included, takes."""
-        return HEADER + self.ppn[node] * self.ppn[other] * piece
+GATHERING = "gathering the node's blocks"          # the phases, as errors name them
+EXCHANGING = "waiting for masters' aggregates"
+SCATTERING = "waiting for remote nodes' blocks"
 
 
 @register("shm_direct", "hierarchical Direct: node gather, Direct among masters, one done flag")
@@ -141,7 +108,10 @@ class ShmDirect(IntraNodeAlgorithm):
             self.close(collective=False)
             raise
         self.copy_lists = {}
-        self.round = 0
+        self.rounds = ctypes.c_uint64(0)     # the round counter, the plans' too
+
+    round = property(lambda self: self.rounds.value,
+                     lambda self, value: setattr(self.rounds, "value", value))
 
     def close(self, collective=True):
         if self.exchange is not None:
@@ -161,7 +131,11 @@ class ShmDirect(IntraNodeAlgorithm):
     def lists_for(self, block, epoch):
         """The copy lists of this round of a call with ``block`` bytes per peer, at board
         ``epoch`` (cached by block size, and the two banks' parities)."""
-        banks = (epoch % 2, self.round % 2)
+        return self.lists_in(block, (epoch % 2, self.round % 2))
+
+    def lists_in(self, block, banks):
+        """The copy lists for ``block`` bytes per peer in ``banks`` (the board epoch's parity,
+        the round's)."""
         lists = self.copy_lists.get(block)
         if lists is None:
             if len(self.copy_lists) >= 8:
@@ -169,7 +143,8 @@ class ShmDirect(IntraNodeAlgorithm):
             lists = self.copy_lists[block] = {}
         plan = lists.get(banks)
         if plan is None:
-            plan = lists[banks] = _Lists(self, block, *banks)
+            plan = lists[banks] = Lists(self, block, *banks)
+            plan.gate = _Gate(self, plan.local)
         return plan
 
     # ---- a call ------------------------------------------------------------------------------
@@ -198,15 +173,102 @@ class ShmDirect(IntraNodeAlgorithm):
                 self.masters_phase(plan, sig, epoch, length, dst)
             else:
                 self.serve(plan.local, lambda start, timeout: plan.local.serve(
-                    epoch, sig, start, timeout, length, dst=dst), "gathering the node's blocks",
-                    epoch)
+                    epoch, sig, start, timeout, length, dst=dst), GATHERING, epoch)
             trace.phase("scatter")
             if self.master and self.pap or not remote.left:
                 continue              # a PAP master's engine copied my parts as they landed
             self.serve(remote, lambda start, timeout: remote.serve(
-                self.round, 0, start, timeout, length, dst=dst),
-                "waiting for remote nodes' blocks", self.round, names=plan.blame,
+                self.round, 0, start, timeout, length, dst=dst), SCATTERING, self.round,
+                names=plan.blame,
                 traced=plan.traced, signalled_by=plan.hands_on, start=self.k)
+
+    # ---- the plan: the whole call in C (native/papcoll_hier.c) -------------------------------
+
+    def plan(self, key, sendbuf, recvbuf, recv):
+        block = recv.block
+        if not isinstance(self.ctx.trace, NoTrace) or not 0 < block <= self.piece_max:
+            return None                   # a traced call records its phases; one round a call
+        rounds = [self.lists_in(block, (e, r)) for e in (0, 1) for r in (0, 1)]
+        sig = self.signature(block)
+        for r, lists in enumerate(rounds):
+            self.hier_round(lists, r % 2, sig)
+        x = self.exchange                 # a master's: the counters of its calls
+        counters = (self.board.epoch, self.rounds,
+                    *((x.counter, x.advert_counter) if x else (self.rounds, self.rounds)))
+        plan = native.Plan.hier(self, rounds, self.ctx.size, counters, self.start, self.k,
+                                native.SLICE)
+        if not plan.bind(sendbuf, recvbuf, recv, sig):
+            return None
+        old = self.plans.pop(key, None)
+        if old is not None:
+            old.disarm()
+        self.plans[key] = plan
+        return plan
+
+    def hier_round(self, lists, bank, sig):
+        """``lists``' struct pc_hier (``lists.s``), for calls of signature ``sig``."""
+        c = None
+        if self.master:
+            c = lists.masters.get(bank) or lists.masters.setdefault(
+                bank, self.masters_call(lists, bank))
+            c.s.sig, c.s.code = sig, signature.code_of(sig)
+            # Kept for the plan's life: the masters' transport is this algorithm's own, and
+            # the outbox (in the node segment, which outlives it) is all it ever sends from.
+            c.s.lkey = self.exchange.transport.source_key(self.outbox)
+        posts, post = self.board.posts, lists.post
+        remote = None if self.master and self.pap else ctypes.pointer(lists.scatter)
+        lists.s = HierStruct(
+            npost=post.dst.size, post_dst=post._dst, post_src=post._src, own=lists.own_at,
+            post=posts.address + self.me * posts.stride, local=ctypes.pointer(lists.gate.s),
+            remote=remote, all_local=address(lists.all_local),
+            all_remote=address(lists.all_remote),
+            masters=None if c is None else ctypes.pointer(c.s),
+            done=self.done.address + len(self.nodes) * self.done.stride
+            if self.master and not self.pap else None)
+
+    def plan_failed(self, plan, rc):
+        """Go on with the call the plan left, in the phase it left it in, or raise its
+        error."""
+        lists = plan.rounds[self.board.epoch.value % 2 * 2 + self.round % 2]
+        self.start_call()
+        if self.exchange is not None:
+            self.exchange.sig, self.exchange.deadline = plan.s.sig, self.deadline
+
+        def step(seconds):
+            rc = plan.resume(seconds)
+            if rc not in (1, native.ETIMEDOUT):
+                self.plan_error(lists, plan.s.phase, rc)
+            return rc == 1
+
+        if rc != native.ETIMEDOUT:
+            self.plan_error(lists, plan.s.phase, rc)
+        progress.wait(step, self.deadline, lambda: self.waiting(lists, plan.s.phase, True),
+                      lambda: self.waiting(lists, plan.s.phase))
+
+    def waiting(self, lists, phase, error=False):
+        """The check (or, ``error``, the timeout error) of a plan's call waiting in
+        ``phase``."""
+        if phase == MASTERS:
+            c = lists.masters[self.round % 2]
+            return (self.exchange.error if error else self.exchange.check)(c, EXCHANGING, c.gate)
+        if phase == GATHER:
+            loops, what, target, names, by = (lists.local, GATHERING, self.board.epoch.value,
+                                              self.ranks, None)
+        else:
+            loops, what, target, names, by = (lists.remote, SCATTERING, self.round, lists.blame,
+                                              lists.hands_on)
+        if error:
+            return self.timeout(what, _ranks(names, loops.missing()))
+        self.elsewhere(what, loops, target, names, by)
+
+    def plan_error(self, lists, phase, rc):
+        """Raise the error of a plan's call that ended with ``rc`` in ``phase``."""
+        if phase == MASTERS:
+            c = lists.masters[self.round % 2]
+            self.exchange.failure(c, rc, EXCHANGING, c.gate)
+        if phase == GATHER and rc == native.EPROTO:
+            raise lists.gate.mismatch(lists.gate.s.failed)
+        raise ValueError(f"{self.name}: the native call failed ({rc})")
 
     def masters_phase(self, plan, sig, epoch, length, dst):
         """My node's aggregates to every other master, once the gate (my node's posts) has
@@ -231,7 +293,7 @@ class ShmDirect(IntraNodeAlgorithm):
         if self.pap:
             c.s.hand_dst = plan.remote.lists.bases(length, dst, None)[0]
         c.s.lkey = x.transport.source_key(self.outbox)
-        x.drive(c, "waiting for masters' aggregates", gate)
+        x.drive(c, EXCHANGING, gate)
         x.transport.end_call()
         if not self.pap:
             self.done.store(len(self.nodes), self.round)
@@ -242,7 +304,7 @@ class ShmDirect(IntraNodeAlgorithm):
         area; from r its aggregate into mine; the gate: my node's posts (plan.local)."""
         layout, k, x = self.layout, self.k, self.exchange
         masters = range(len(self.nodes))
-        gate = _Gate(self, plan.local)
+        gate = plan.gate
         lists = plan.remote.lists if self.pap else None
         c = _Call(x, xport.COPY if self.pap else xport.ORDER, 2 * len(masters) + self.n,
                   gate=gate, src_off=[bank * layout.bank(k) + layout.at(k, r) for r in masters],
@@ -259,22 +321,19 @@ class ShmDirect(IntraNodeAlgorithm):
 
 
 class _Gate:
-    """The masters' gate (struct pc_gate): my node's posts, served by the engine (their blocks
-    for me copied in) before it writes anything; errors and names as the algorithm's own."""
-    WHAT = "gathering the node's blocks"
+    """The gather as a step (struct pc_gate): my node's posts, served by the engine (their
+    blocks for me copied in) before it writes anything -- a master's gate -- or by the native
+    call; errors and names as the algorithm's own."""
 
     def __init__(self, algo, loops):
         self.algo, self.loops, self.names = algo, loops, algo.ranks
-        x = loops.lists
-        self.s = xport.Gate(flags=loops.flags.address, flag_stride=loops.flags.stride,
-                            pending=loops._pending, n=loops.n, first=x._first, dst_off=x._dst,
-                            src_off=x._src, served=loops._served)
+        self.s = step_of(loops)
 
     def still_coming(self):
-        self.algo.elsewhere(self.WHAT, self.loops, self.s.target, self.names)
+        self.algo.elsewhere(GATHERING, self.loops, self.s.target, self.names)
 
     def timeout(self):
-        return self.algo.timeout(self.WHAT, [self.names[q] for q in self.loops.missing()])
+        return self.algo.timeout(GATHERING, [self.names[q] for q in self.loops.missing()])
 
     def mismatch(self, peer):
         err = self.loops.mismatch(peer, self.s.target, self.s.sig)
@@ -284,79 +343,3 @@ class _Gate:
 @register("pap_shm_direct", "PAP-aware hierarchical Direct: one done flag per remote master")
 class PapShmDirect(ShmDirect):
     pap = True
-
-
-class _Lists:
-    """The copy lists of a round for calls of one block size, from ``algo``'s layout: board
-    regions in ``board_bank`` (the board epoch's parity: exchanges of other algorithms
-    interleave there), outbox and inbound areas in ``bank`` (the algorithm's round's):
-
-    * ``post``: my blocks for my node's processes to my board region, for remote processes to
-      my rows of their nodes' aggregates in my node's outbox;
-    * ``own``: my block for me, send buffer to receive buffer;
-    * ``local``: from each of my node's processes (its post: flag and signature), its block
-      for me out of its board region;
-    * ``remote``: from each remote node (its done flag; pap) or from all (one flag), my column
-      of its aggregate in my node's inbound area.
-    """
-
-    def __init__(self, algo, block, board_bank, bank):
-        board, me, n, k = algo.board, algo.me, algo.n, algo.k
-        self.piece = piece = max(1, min(block, algo.piece_max))
-        layout = algo.layout
-        regions = native.buffer_address(board.segment.regions)
-
-        def slot(owner, peer):                       # owner's board slot for peer, this bank
-            return (regions + owner * board.segment.region_stride
-                    + (board_bank * n + peer) * board.slot)
-
-        outbox = native.buffer_address(algo.outbox) + bank * layout.bank(k) + HEADER
-        inbound = native.buffer_address(algo.inbound) + bank * layout.bank(k) + HEADER
-        dst, src = [], []
-        for i, q in enumerate(algo.ranks):
-            if i != me:
-                dst.append(slot(me, i))
-                src.append(q * block)
-        for r in algo.remote:
-            for t, q in enumerate(algo.nodes[r]):
-                dst.append(outbox + layout.at(k, r) + (me * algo.ppn[r] + t) * piece)
-                src.append(q * block)
-        self.post = native.CopyList([0, len(dst)], dst, src, piece, relative="src")
-        rank = algo.ranks[me]
-        self.own = native.CopyList([0, 1], [rank * block], [rank * block], piece,
-                                   relative="both")
-        first, dst, src = [0], [], []
-        for i, q in enumerate(algo.ranks):
-            if i != me:
-                dst.append(q * block)
-                src.append(slot(i, me))
-            first.append(len(dst))
-        self.local = native.ListLoops(board.posts, native.CopyList(first, dst, src, piece,
-                                                                   relative="dst"))
-        self.all_local = np.ones(n, np.uint8)
-        first, dst, src = [0], [], []
-        for r in range(len(algo.nodes)):             # my own node: no copies, never pending
-            for t, q in enumerate(algo.nodes[r] if r != k else []):
-                dst.append(q * block)
-                src.append(inbound + layout.at(k, r) + (t * n + me) * piece)
-            first.append(len(dst))
-        # Remote blocks reach me through my master, so a wait for them awaits it with the
-        # remote masters: whichever of them is alive gives up too, and is then excused and
-        # its own wait followed (rendezvous.blame).
-        mine = self.hands_on = [algo.masters[k]]           # who raises their flags
-        if algo.pap:      # one source per node, its flag
-            flags = native.Flags(algo.done.array[:-1])
-            self.blame = [[algo.masters[r]] + mine for r in range(len(algo.nodes))]
-            self.traced = [ranks if r != k else [] for r, ranks in enumerate(algo.nodes)]
-            self.all_remote = np.ones(len(algo.nodes), np.uint8)
-            self.all_remote[k] = 0
-        else:             # one source, every remote node, the one flag
-            flags, first = native.Flags(algo.done.array[-1:]), [0, len(dst)]
-            self.blame = [[algo.masters[r] for r in algo.remote] + mine]
-            self.all_remote = np.ones(1, np.uint8)
-            self.traced = [[q for r in algo.remote for q in algo.nodes[r]]]
-        self.remote = native.ListLoops(flags, native.CopyList(first, dst, src, piece,
-                                                              relative="dst"))
-        self.lengths = [layout.size(k, r, piece) if r != k else 0
-                        for r in range(len(algo.nodes))]
-        self.masters = {}                            # bank -> the engine's call (a master's)

@@ -13,9 +13,18 @@ from mpi4py import MPI
 from .. import _native
 from .lib import address, timeout_ns
 from .loops import _Exchange
-from .xport import XCallStruct
+from .xport import Gate, XCallStruct
 
-SEGMENT, ENGINE, MPI_ALLTOALL = 1, 2, 3     # PC_PLAN_*
+SEGMENT, ENGINE, MPI_ALLTOALL, HIER = 1, 2, 3, 4     # PC_PLAN_*
+GATHER, MASTERS, SCATTER = 1, 2, 3                   # PC_HIER_*: a hierarchical call's phase
+
+
+class HierStruct(c.Structure):        # struct pc_hier
+    _fields_ = [("npost", c.c_size_t), ("post_dst", c.c_void_p), ("post_src", c.c_void_p),
+                ("own", c.c_size_t), ("post", c.c_void_p), ("local", c.POINTER(Gate)),
+                ("remote", c.POINTER(Gate)), ("all_local", c.c_void_p),
+                ("all_remote", c.c_void_p), ("masters", c.POINTER(XCallStruct)),
+                ("done", c.c_void_p)]
 
 
 class PlanStruct(c.Structure):        # struct pc_plan
@@ -24,7 +33,10 @@ class PlanStruct(c.Structure):        # struct pc_plan
                 ("n", c.c_int64), ("timeout_ns", c.c_int64), ("slice_ns", c.c_int64),
                 ("sig", c.c_uint64), ("epoch", c.c_void_p), ("x", c.POINTER(_Exchange)),
                 ("start", c.c_size_t), ("calls", c.POINTER(XCallStruct) * 2),
-                ("adverts", c.c_void_p), ("spare", c.c_void_p), ("comm", c.c_ssize_t)]
+                ("adverts", c.c_void_p), ("spare", c.c_void_p), ("comm", c.c_ssize_t),
+                ("round", c.c_void_p), ("xepoch", c.c_void_p),
+                ("rounds", c.POINTER(HierStruct) * 4), ("scatter_start", c.c_size_t),
+                ("current", c.c_void_p), ("phase", c.c_int)]
 
 
 class Plan:
@@ -61,6 +73,28 @@ class Plan:
         for bank, call in enumerate(calls):
             plan.s.calls[bank] = c.pointer(call.s)
         return plan
+
+    @classmethod
+    def hier(cls, algorithm, rounds, n, counters, start, scatter_start, slice):
+        """A hierarchical call's rounds (``rounds[epoch % 2 * 2 + round % 2]``: an object
+        whose ``s`` is its HierStruct) among ``n`` processes, counted in ``counters`` (the
+        board's epoch, the algorithm's round, its masters' calls and adverts: c_uint64s; the
+        last two are read by a master's rounds only),
+        gathering from ``start``, scattering from ``scatter_start``; a call runs ``slice``
+        seconds before the algorithm takes over (:meth:`resume`)."""
+        epoch, round, xepoch, adverts = (c.addressof(counter) for counter in counters)
+        plan = cls(algorithm, HIER, n, parts=(rounds, counters), epoch=epoch, round=round,
+                   xepoch=xepoch, adverts=adverts, start=start, scatter_start=scatter_start,
+                   slice_ns=timeout_ns(slice))
+        plan.rounds = rounds
+        for i, r in enumerate(rounds):
+            plan.s.rounds[i] = c.pointer(r.s)
+        return plan
+
+    def resume(self, seconds):
+        """Run on, for at most ``seconds``, the hierarchical call this plan left: 1 done, else
+        < 0 (``s.phase`` says where it is)."""
+        return _native.resume(self.address, timeout_ns(seconds))
 
     @classmethod
     def mpi(cls, algorithm, comm):

@@ -1,6 +1,8 @@
 """MPI worker for the cached plans (native/papcoll_call.c): shm_pap's, or those of the
 algorithm PAPCOLL_ALGORITHM names (``mpi``: MPI_Alltoall; ``pap_direct``: the one-sided
-engine's copy-based calls); valid at any N on one node. Calls of a planned shape must skip
+engine's copy-based calls; ``shm_direct``, ``pap_shm_direct``: the hierarchical call in C, with
+PAPCOLL_NODE_SIZE making several nodes); valid at any N on one node, and at any N of several
+nodes for the hierarchical ones. Calls of a planned shape must skip
 papcoll's Python path and still deliver exactly what MPI_Alltoall does, MPI.IN_PLACE and
 [buf, datatype] specs included; every call the plan cannot serve (a changed format or
 datatype, a read-only or overlapping buffer, other spec forms) must fall back to the full path
@@ -81,9 +83,9 @@ with papcoll.Communicator(world) as pc:
             expect("plan", lambda s=send, r=recv: pc.Alltoall(s, r))
             assert np.array_equal(recv, want)
         send, recv, want = data()                                # explicit name: its own plan
-        expect("full", lambda: pc.Alltoall(send, recv, algorithm="shm_pap"))
+        expect("full", lambda: pc.Alltoall(send, recv, algorithm=armed))
         send, recv, want = data()
-        expect("plan", lambda: pc.Alltoall(send, recv, algorithm="shm_pap"))
+        expect("plan", lambda: pc.Alltoall(send, recv, algorithm=armed))
         assert np.array_equal(recv, want)
 
         send, recv, want = data(np.int32)                        # another format: full, re-binds
