@@ -149,7 +149,7 @@ static int run_engine(const struct pc_plan *p, const char *send, char *recv, int
     uint64_t epoch = ++*p->epoch;
     struct pc_xcall *c = p->calls[epoch % 2];
     size_t me = c->x->me, block = (size_t)p->nbytes / c->x->n;
-    pc_xcall_start(c, epoch, *p->adverts, c->sig, c->code, (int64_t)block);
+    pc_xcall_start(c, epoch, *p->adverts, p->sig, c->code, (int64_t)block);
     c->out = recv;
     if (in_place) {
         memcpy(p->spare, recv, (size_t)p->nbytes);

@@ -64,7 +64,7 @@ void pc_hier_start(struct pc_plan *p, const char *send, char *recv, int in_place
         for (size_t q = 0; q < c->x->n; q++)
             if (q != c->x->me)
                 memcpy((char *)c->src + c->src_off[q], &p->sig, sizeof p->sig);
-        pc_xcall_start(c, ++*p->xepoch, *p->adverts, c->sig, c->code, -1);
+        pc_xcall_start(c, ++*p->xepoch, *p->adverts, p->sig, c->code, -1);
         c->hand_len = len;
         c->hand_dst = recv;
         p->phase = PC_HIER_MASTERS;

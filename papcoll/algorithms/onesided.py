@@ -138,7 +138,7 @@ class Exchange:
             return None
         calls = [self.prepare(xport.COPY, block, slot, bank) for bank in (0, 1)]
         for call in calls:
-            call.s.sig, call.s.code, call.s.lkey = sig, signature.code_of(sig), 0
+            call.s.code, call.s.lkey = signature.code_of(sig), 0   # its sig: the plan's
         return Plan.engine(algorithm, calls, self.counter, self.advert_counter, CHECK_EVERY)
 
     def resume(self, plan, rc):

@@ -211,7 +211,7 @@ class ShmDirect(IntraNodeAlgorithm):
         if self.master:
             c = lists.masters.get(bank) or lists.masters.setdefault(
                 bank, self.masters_call(lists, bank))
-            c.s.sig, c.s.code = sig, signature.code_of(sig)
+            c.s.code = signature.code_of(sig)        # its sig: the plan's
             # Kept for the plan's life: the masters' transport is this algorithm's own, and
             # the outbox (in the node segment, which outlives it) is all it ever sends from.
             c.s.lkey = self.exchange.transport.source_key(self.outbox)
