@@ -18,6 +18,7 @@ SUBCOMMANDS = {
     "ft": ("ft", "NAS FT kernel whose transposes are papcoll alltoalls"),
     "cma-model": ("cma_model", "CMA cost model: alpha, beta, l, gamma_c and the throttle factor"),
     "report": ("report", "run the sweeps itself (not under mpiexec) and write one Markdown report"),
+    "tune": ("tune", "measure this machine and write the tuning file (python -m papcoll tune)"),
 }
 
 

@@ -1,4 +1,7 @@
-"""``python -m papcoll info``: what papcoll found here -- algorithms, transports, devices, MPI."""
+"""``python -m papcoll info``: what papcoll found here -- algorithms, the selection table in
+force and where it came from, transports, devices, MPI. ``python -m papcoll tune``: measure this
+machine and write a tuning file (under mpiexec; papcoll.bench's tune, whose --help lists its
+options)."""
 import argparse
 import sys
 
@@ -14,6 +17,14 @@ def _bytes(bound):
     return "any" if bound is None else str(bound)
 
 
+def _shape(row):
+    """A tuned row's shape: the only communicators it serves."""
+    said = [f"{label}={value}" for label, value in (
+        ("N", row.processes), ("nodes", row.nodes), ("ppn", row.ppn),
+        ("transport", row.transport)) if value is not None]
+    return f"  only {' '.join(said)}" if said else ""
+
+
 def info():
     lines = [f"papcoll {papcoll.__version__}",
              f"MPI: {MPI.Get_library_version().splitlines()[0].strip()} "
@@ -21,10 +32,19 @@ def info():
              "", "algorithms (PAPCOLL_ALGORITHM or Alltoall(..., algorithm=NAME)):"]
     width = max(map(len, papcoll.algorithms))
     lines += [f"  {name:{width}}  {cls.description}" for name, cls in papcoll.algorithms.items()]
-    lines += ["", f"selection policy ({policy.SOURCE}; first matching row wins):"]
+    tuning = policy.Tuning()
+    if tuning.error:
+        where = f"tuning file: unusable -- {tuning.error}; Communicators refuse to start"
+    elif tuning.path:
+        where = f"tuning file {tuning.path} ({len(tuning.rows)} rows), then {policy.SOURCE}"
+    else:
+        where = (f"{policy.SOURCE}; no tuning file (PAPCOLL_TUNING_FILE unset, none at "
+                 f"{policy.DEFAULT_FILE})")
+    lines += ["", f"selection policy ({where}; first matching row wins):"]
     lines += [f"  {row.topology:16}  block x N <= {_bytes(row.max_call):>7}"
-              f"  block in [{_bytes(row.min_block or 0)}, {_bytes(row.max_block)}]  -> {row.algorithm}"
-              for row in policy.TABLE]
+              f"  block in [{_bytes(row.min_block or 0)}, {_bytes(row.max_block)}]"
+              f"{_shape(row)}  -> {row.algorithm}"
+              for row in tuning.rows + policy.TABLE]
     lines += ["", "transports (PAPCOLL_TRANSPORT):"]
     lines += [f"  {line}" for line in transport.status()]
     measured = config.cma_throttle()
@@ -37,8 +57,12 @@ def info():
 
 
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["tune"]:              # the measuring lives with the benchmarks
+        from papcoll.bench.__main__ import main as bench
+        return bench(argv)
     parser = argparse.ArgumentParser(prog="python -m papcoll", description=__doc__)
-    parser.add_argument("command", choices=["info"])
+    parser.add_argument("command", choices=["info", "tune"])
     parser.parse_args(argv)
     print(info())
     return 0

@@ -29,7 +29,9 @@ MAX_THROTTLE = 1024
 # Not agreed: PAPCOLL_TIMEOUT, PAPCOLL_TRACE and PAPCOLL_CMA_MODEL (local waits, local records,
 # how many peers read one process at a time: the same bytes either way), nor PAPCOLL_IB_*
 # (which local device, port and GID this process uses: ranks on different machines may
-# rightly differ, and the verbs set-up exchanges every process's address anyway).
+# rightly differ, and the verbs set-up exchanges every process's address anyway). Nor
+# PAPCOLL_TUNING_FILE: ranks may name the same table by different paths; the creation meeting
+# compares the files' contents instead (algorithms/policy.py).
 WIRE = ("PAPCOLL_ALGORITHM", "PAPCOLL_NODE_SIZE", "PAPCOLL_TRANSPORT", "PAPCOLL_COPY_THRESHOLD")
 _agreed = contextvars.ContextVar("papcoll_agreed", default=None)   # {name: raw value}
 
@@ -112,6 +114,12 @@ def copy_threshold():
     """PAPCOLL_COPY_THRESHOLD: largest block (bytes) pap_direct copies through the inbox."""
     raw = _env("PAPCOLL_COPY_THRESHOLD")
     return None if raw is None else _integer("PAPCOLL_COPY_THRESHOLD", raw, 0, MAX_COPY_THRESHOLD)
+
+
+def tuning_file():
+    """PAPCOLL_TUNING_FILE: the tuning file (``python -m papcoll tune``) to read; None: the
+    default location, if a file is there (algorithms/policy.py)."""
+    return _env("PAPCOLL_TUNING_FILE")
 
 
 def algorithm():

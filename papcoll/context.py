@@ -30,7 +30,7 @@ import threading
 from mpi4py import MPI
 
 from . import config, rendezvous, topology
-from .algorithms import lookup
+from .algorithms import lookup, policy
 from .algorithms.registry import check
 from .errors import AlgorithmError, ConfigError, PapcollError, PapcollTimeoutError
 from .node.board import NodeBoard
@@ -64,15 +64,18 @@ class Context:
         self.processes = _world_ranks(self.comm)
         deadline = Deadline(self.timeout)
         try:
+            tuning = policy.Tuning()
             met = rendezvous.exchange(self.comm, "papcoll.Communicator",
                                       ((MPI.COMM_WORLD.Get_rank(), next(_made)),
                                        _droppable(set(self.processes)), config.wire(),
-                                       MPI.Get_processor_name()), deadline)
+                                       MPI.Get_processor_name(), tuning.said()), deadline)
             self.token = met[0][0]
             far = [q for q, value in met.items() if value[3] != met[self.rank][3]]
             rendezvous.locate(self.comm, far)     # processes on other hosts (see give_up)
             _sweep([value[1] for value in met.values()])
-            self.settings = self.agree({rank: value[2] for rank, value in met.items()})
+            self.settings = self.agree({rank: value[2] for rank, value in met.items()},
+                                       {rank: value[4] for rank, value in met.items()})
+            self.table, self.tuning = tuning.rows + policy.TABLE, tuning.path
             self.topology = topology.discover(self.comm, deadline, self.node_size)
             if self.size > 1:
                 self.node = NodeBoard(self.comm, self.topology.local, deadline)
@@ -91,12 +94,13 @@ class Context:
         call is collective), the one now in progress included."""
         return self.peers.calls
 
-    def agree(self, wire):
-        """The wire settings every rank read (``wire``: each rank's config.wire()), checked.
-        Every rank has the same ``wire``, so a disagreement or a bad value raises the same
+    def agree(self, wire, tunings):
+        """The wire settings every rank read (``wire``: each rank's config.wire()), checked,
+        and the tuning files (``tunings``: each rank's policy.Tuning.said()). Every rank has
+        the same ``wire`` and ``tunings``, so a disagreement or a bad value raises the same
         ConfigError on every rank, at the same step: the private communicator is freed."""
         try:
-            error = config.disagreement(wire)
+            error = config.disagreement(wire) or policy.disagreement(tunings)
             if error is not None:
                 raise error
             token = config.adopt(wire[self.rank])

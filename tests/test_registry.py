@@ -45,7 +45,7 @@ def fake_ctx(nodes, crowded, cma=True):
     topology = Topology(0, size, node_of, [[r for r in range(size) if node_of[r] == n]
                                            for n in range(len(nodes))],
                         emulated=True, crowded=crowded, crowded_anywhere=crowded)
-    return SimpleNamespace(topology=topology, size=size,
+    return SimpleNamespace(topology=topology, size=size, table=policy.TABLE,
                            cma=SimpleNamespace(available=cma, reason="off"))
 
 
@@ -85,9 +85,11 @@ def test_policy_choices(nodes, crowded, block, cma, chosen):
     ('[]', "top level"),
 ])
 def test_a_malformed_policy_table_names_its_row_and_field(rows, where):
-    with pytest.raises(ConfigError, match=rf"policy table t\.json: {where}"):
+    # a row's error names its line (the rows here are all on line 1); the top level has none
+    line = "" if where == "top level" else " line 1:"
+    with pytest.raises(ConfigError, match=rf"policy table t\.json:{line} {where}"):
         policy.load(f'{{"rows": {rows}}}', "t.json")
-    with pytest.raises(ConfigError, match="t.json: not JSON"):
+    with pytest.raises(ConfigError, match="t.json: line 1: not JSON"):
         policy.load("{rows", "t.json")
 
 

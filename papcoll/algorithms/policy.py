@@ -2,18 +2,29 @@
 
 The table is ``policy.json`` beside this module, in the manner of MPICH's selection JSON: a
 file, not code, so that a table measured elsewhere can replace it. Each row says where it was
-measured; docs/policy.md keeps the measurements behind the rows. Rows are tried in order; the
-first whose topology matches, whose bounds admit the call and whose algorithm can run on this
-communicator wins. Every input is the same on every rank of a call, so every rank chooses
-alike.
+measured; docs/policy.md keeps the measurements behind the rows. A **tuning file** (``python -m
+papcoll tune`` writes it; ``PAPCOLL_TUNING_FILE``, else :data:`DEFAULT_FILE` if it exists) adds
+rows measured on this machine, tried before the shipped ones; each names the shape it was
+measured on (processes, nodes, processes per node, transport) and serves only that shape, so a
+file from another machine shape leaves the shipped table in force. Rows are tried in order; the
+first whose shape and topology match, whose bounds admit the call and whose algorithm can run
+on this communicator wins. Every input is the same on every rank of a call -- a Communicator's
+creation meeting checks that every rank read the same tuning file (context.py) -- so every
+rank chooses alike.
 """
+import hashlib
 import json
+import os
 from dataclasses import dataclass, fields
 from importlib import resources
+from pathlib import Path
 
+from .. import config, transport
 from ..errors import AlgorithmError, ConfigError
 from .registry import lookup
 
+DEFAULT_FILE = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "papcoll" \
+    / "tuning.json"
 TOPOLOGIES = ("single-node", "multi-node", "multi-node spare", "any")
 
 
@@ -25,50 +36,149 @@ class Row:
     max_call: int | None = None   # bytes each process sends in the call: block x processes
     min_block: int | None = None  # bytes per peer
     max_block: int | None = None
+    processes: int | None = None  # tuned rows: the shape they serve (None: any)
+    nodes: int | None = None
+    ppn: int | None = None        # the largest node's processes
+    transport: str | None = None  # between nodes
 
     def admits(self, block, size):
         return ((self.max_call is None or block * size <= self.max_call)
                 and (self.min_block is None or block >= self.min_block)
                 and (self.max_block is None or block <= self.max_block))
 
+    def serves(self, ctx):
+        """Whether this row is for the shape of ``ctx``'s communicator (the transport is asked
+        for only when the row names one: on one node, none matches)."""
+        topo = ctx.topology
+        return ((self.processes is None or self.processes == ctx.size)
+                and (self.nodes is None or self.nodes == len(topo.nodes))
+                and (self.ppn is None or self.ppn == topo.ppn)
+                and (self.transport is None
+                     or (len(topo.nodes) > 1 and self.transport == transport.choose())))
+
 
 def load(text, source):
-    """The rows of a policy table in JSON ``text``; a ConfigError naming ``source``, the row
-    and the field for anything malformed (the rows decide what every rank runs)."""
-    def bad(where, why):
-        return ConfigError(f"policy table {source}: {where}: {why}")
+    """The rows of a policy table in JSON ``text``; a ConfigError naming ``source``, the line,
+    the row and the field for anything malformed (the rows decide what every rank runs)."""
+    def bad(where, why, line=None):
+        at = "" if line is None else f" line {line}:"
+        return ConfigError(f"policy table {source}:{at} {where}: {why}")
     try:
         table = json.loads(text)
     except ValueError as e:
-        raise bad("not JSON", e) from None
+        raise bad("not JSON", e, getattr(e, "lineno", None)) from None
     if not isinstance(table, dict) or not isinstance(table.get("rows"), list) or not table["rows"]:
         raise bad("top level", 'wants an object with a non-empty list "rows"')
     names = {f.name: f for f in fields(Row)}
+    lines = _row_lines(text)
     rows = []
     for i, entry in enumerate(table["rows"]):
+        line = lines[i] if i < len(lines) else {}
         if not isinstance(entry, dict):
-            raise bad(f"row {i}", "wants an object")
+            raise bad(f"row {i}", "wants an object", line.get(""))
         unknown = sorted(entry.keys() - names.keys())
         if unknown:
-            raise bad(f"row {i}, field {unknown[0]!r}", f"unknown (known: {', '.join(names)})")
+            raise bad(f"row {i}, field {unknown[0]!r}", f"unknown (known: {', '.join(names)})",
+                      line.get(unknown[0]))
         for key in ("topology", "algorithm", "measured"):
             if not isinstance(entry.get(key), str):
-                raise bad(f"row {i}, field {key!r}", "wants a string")
-        for key in ("max_call", "min_block", "max_block"):
+                raise bad(f"row {i}, field {key!r}", "wants a string", line.get(key, line.get("")))
+        for key in ("max_call", "min_block", "max_block", "processes", "nodes", "ppn"):
             value = entry.get(key)
             if value is not None and (type(value) is not int or value < 0):
-                raise bad(f"row {i}, field {key!r}", f"wants a byte count >= 0, not {value!r}")
+                raise bad(f"row {i}, field {key!r}", f"wants a count >= 0, not {value!r}",
+                          line.get(key))
+        if entry.get("transport") not in (None, *transport.TRANSPORTS):
+            raise bad(f"row {i}, field 'transport'", f"{entry['transport']!r} is not one of "
+                      f"{tuple(transport.TRANSPORTS)}", line.get("transport"))
         row = Row(**entry)
         if row.topology not in TOPOLOGIES:
-            raise bad(f"row {i}, field 'topology'", f"{row.topology!r} is not one of {TOPOLOGIES}")
+            raise bad(f"row {i}, field 'topology'", f"{row.topology!r} is not one of {TOPOLOGIES}",
+                      line.get("topology"))
         try:
             lookup(row.algorithm)
         except AlgorithmError as e:
-            raise bad(f"row {i}, field 'algorithm'", e) from None
+            raise bad(f"row {i}, field 'algorithm'", e, line.get("algorithm")) from None
         if None not in (row.min_block, row.max_block) and row.min_block > row.max_block:
-            raise bad(f"row {i}", "min_block is above max_block")
+            raise bad(f"row {i}", "min_block is above max_block", line.get("min_block"))
         rows.append(row)
     return tuple(rows)
+
+
+def _row_lines(text):
+    """For each row of the table's "rows" list, {field: the line it starts on, "": the row's},
+    found by decoding the list's items one by one where they lie in ``text``."""
+    decoder, found = json.JSONDecoder(), []
+    start = text.find("[", text.find('"rows"'))
+    at = start + 1
+    while start >= 0:
+        while at < len(text) and text[at] in " \t\r\n,":
+            at += 1
+        if at >= len(text) or text[at] == "]":
+            break
+        try:
+            item, end = decoder.raw_decode(text, at)
+        except ValueError:
+            break
+        line = text.count("\n", 0, at) + 1
+        where = {"": line}
+        if isinstance(item, dict):
+            for key in item:
+                pos = text.find(json.dumps(key), at, end)
+                where[key] = text.count("\n", 0, pos) + 1 if pos >= 0 else line
+        found.append(where)
+        at = end
+    return found
+
+
+class Tuning:
+    """The tuning file in force for this process: ``PAPCOLL_TUNING_FILE`` (which must exist),
+    else :data:`DEFAULT_FILE` if it exists, else none. ``path`` (None: none), ``digest`` (of
+    its bytes: what the ranks of a Communicator compare), ``rows``, and ``error``: the
+    ConfigError's text for a file that is missing or malformed (``rows`` then empty)."""
+
+    def __init__(self):
+        named = config.tuning_file()
+        self.path = named or (str(DEFAULT_FILE) if DEFAULT_FILE.is_file() else None)
+        self.digest, self.rows, self.error = None, (), None
+        if self.path is None:
+            return
+        try:
+            data = Path(self.path).read_bytes()
+        except OSError as err:
+            self.error = (f"PAPCOLL_TUNING_FILE={named!r}: {err.strerror}" if named else
+                          f"tuning file {self.path}: {err.strerror}")
+            return
+        self.digest = hashlib.sha256(data).hexdigest()
+        try:
+            self.rows = load(data.decode("utf-8", "replace"), self.path)
+        except ConfigError as err:
+            self.error = str(err)
+
+    def said(self):
+        """What the creation meeting compares: (path, digest, error)."""
+        return self.path, self.digest, self.error
+
+
+def disagreement(said):
+    """``said``: each rank's :meth:`Tuning.said` (a dict by rank). The ConfigError for a rank
+    whose tuning file is missing or malformed, or for ranks whose files differ, naming them;
+    or None."""
+    for rank in sorted(said):
+        path, _, error = said[rank]
+        if error:
+            return ConfigError(f"rank {rank}: {error}")
+    seen = {}
+    for rank in sorted(said):
+        path, digest, _ = said[rank]
+        seen.setdefault(digest, []).append((rank, path))
+    if len(seen) < 2:
+        return None
+    return ConfigError("the tuning file differs between ranks: " + "; ".join(
+        f"rank{'s' if len(who) > 1 else ''} {', '.join(str(r) for r, _ in who)}: "
+        + ("none" if digest is None else f"{who[0][1]} (sha256 {digest[:12]})")
+        for digest, who in seen.items()) + " (every rank must choose alike: give them the "
+        "same file, PAPCOLL_TUNING_FILE)")
 
 
 SOURCE = resources.files(__package__).joinpath("policy.json")
@@ -83,9 +193,12 @@ def kinds(topology):
 
 
 def choose(ctx, block):
+    """The algorithm for a call of ``block`` bytes per peer on ``ctx``, by its table (the
+    tuned rows, then the shipped ones)."""
     matching = kinds(ctx.topology)
-    for row in TABLE:
+    for row in ctx.table:
         if row.topology in matching and row.admits(block, ctx.size) \
+                and row.serves(ctx) \
                 and lookup(row.algorithm).unsupported(ctx) is None:
             return row.algorithm
     return "mpi"

@@ -1,0 +1,180 @@
+"""``tune``: measure this machine and write the tuning file papcoll's policy reads.
+
+Run it under mpiexec with the process count to tune for, e.g.
+``mpiexec -n 4 python -m mpi4py -m papcoll tune --node-sizes 1,2`` (``python -m papcoll
+tune`` is this command). For each node shape -- the one it is run with, or each emulated node
+size of ``--node-sizes`` --, each size and MIF 1 and 32, every algorithm that can run there and
+MPI's own alltoall go through the random-arrival benchmark's timed loop (arrival.py), in turns,
+``--iterations`` calls each. Per size the winner is the algorithm whose worst ratio, over the
+MIFs, to the best time of that MIF is smallest; consecutive sizes with one winner make one row,
+bounded halfway (geometrically) between the sizes measured. Each row names the shape it was
+measured on, the machine and the command, and serves only that shape (algorithms/policy.py);
+rows of other shapes already in the file are kept, so one file holds several runs.
+"""
+import argparse
+import datetime
+import json
+import math
+import os
+import platform
+import shlex
+import sys
+from pathlib import Path
+
+from mpi4py import MPI
+
+import papcoll
+from papcoll import transport
+from papcoll.algorithms import AUTO, policy
+
+from .arrival import Progress, measure
+from .arrival_measure import clock_offsets, usable_algorithms
+from .options import comma_list, format_size, integer, parse_size
+
+SIZES = [8, 64, 256, 1024, 8192, 65536, 262144, 1 << 20]
+QUICK_SIZES = [8, 1024, 65536, 1 << 20]
+SHAPE = ("processes", "nodes", "ppn", "transport")
+
+
+def add_arguments(parser):
+    parser.add_argument("--quick", action="store_true",
+                        help=f"sizes {','.join(map(format_size, QUICK_SIZES))} and 40 iterations: "
+                             f"a minute or two")
+    parser.add_argument("--sizes", type=comma_list(parse_size),
+                        help=f"bytes per peer (default {','.join(map(format_size, SIZES))})")
+    parser.add_argument("--mif", type=comma_list(integer(0)), default=[1, 32],
+                        help="maximum imbalance factors (default 1,32)")
+    parser.add_argument("--iterations", type=integer(1),
+                        help="timed calls per size, MIF and algorithm (default 200, quick 40)")
+    parser.add_argument("--node-sizes", type=comma_list(integer(1), sort=False),
+                        help="emulated node sizes to tune for, one run each (default: the "
+                             "shape it is run with)")
+    parser.add_argument("--out", type=Path,
+                        help=f"the tuning file (default PAPCOLL_TUNING_FILE, else "
+                             f"{policy.DEFAULT_FILE})")
+    parser.add_argument("--seed", type=int, default=1, help="seed of the delays (default 1)")
+
+
+def options(args):
+    """The arrival benchmark's options for this run."""
+    return argparse.Namespace(
+        sizes=args.sizes or (QUICK_SIZES if args.quick else SIZES), mif=args.mif,
+        iterations=args.iterations or (40 if args.quick else 200), warmup=3, seed=args.seed,
+        late_fraction=None, spin=False)
+
+
+def bounds(sizes):
+    """For each measured size, the block range it stands for: from just above the geometric
+    middle to its smaller neighbour, to that middle to its larger one (None: open)."""
+    middles = [math.isqrt(a * b) for a, b in zip(sizes, sizes[1:])]
+    return [((middles[i - 1] + 1) if i else None, middles[i] if i < len(middles) else None)
+            for i in range(len(sizes))]
+
+
+def winners(rows, sizes, mifs):
+    """{size: (algorithm, its ratios to MPI)}: per size, the algorithm whose worst ratio to the
+    best of each MIF is smallest."""
+    chosen = {}
+    for size in sizes:
+        cells = {(r["algorithm"], r["mif"]): r for r in rows if r["size"] == size}
+        names = sorted({name for name, _ in cells})
+        best = {mif: min(cells[name, mif]["avg_us"] for name in names) for mif in mifs}
+        worst = {name: max(cells[name, mif]["avg_us"] / best[mif] for mif in mifs)
+                 for name in names}
+        name = min(names, key=lambda n: (worst[n], n != "mpi"))   # a tie goes to MPI
+        chosen[size] = (name, [cells[name, mif]["ratio_vs_mpi"] for mif in mifs])
+    return chosen
+
+
+def table_rows(chosen, sizes, shape, measured):
+    """Policy rows for ``shape``: consecutive sizes with one winner make one row."""
+    rows, ranges = [], bounds(sizes)
+    for i, size in enumerate(sizes):
+        name, ratios = chosen[size]
+        if rows and rows[-1]["algorithm"] == name:
+            rows[-1]["max_block"] = ranges[i][1]
+            rows[-1]["ratios"] += ratios
+            continue
+        rows.append({"topology": "any", **dict(zip(SHAPE, shape)), "min_block": ranges[i][0],
+                     "max_block": ranges[i][1], "algorithm": name, "ratios": list(ratios)})
+    for row in rows:
+        ratios = row.pop("ratios")
+        row["measured"] = f"{measured}; {min(ratios):.2f}-{max(ratios):.2f} x MPI"
+    return [{k: v for k, v in row.items() if v is not None} for row in rows]
+
+
+def tune_shape(comm, args, progress_on):
+    """Measure the shape of a Communicator made now; rank 0 gets its rows."""
+    opts = options(args)
+    with papcoll.Communicator(comm) as pc:
+        topo = pc._context().topology
+        nodes = len(topo.nodes)
+        shape = (pc.Get_size(), nodes, topo.ppn, transport.choose() if nodes > 1 else None)
+        names, _ = usable_algorithms(pc, sorted(papcoll.algorithms))
+        offset, _ = clock_offsets(pc)
+        progress = Progress(len(opts.sizes) * len(opts.mif) * (opts.warmup + opts.iterations),
+                            enabled=progress_on)
+        _, rows = measure(pc, opts, [n for n in names if n != AUTO], offset, progress)
+    if comm.Get_rank() != 0:
+        return []
+    cores = os.cpu_count()
+    crowded = " (oversubscribed: more processes than cores)" if shape[0] > cores else ""
+    mpi = " ".join(MPI.Get_library_version().splitlines()[0].split())
+    measured = (f"{platform.node()} ({cores} cores){crowded}, N={shape[0]} as {nodes} node(s) "
+                f"of {topo.ppn}{' (emulated)' if topo.emulated else ''}, "
+                f"{shape[3] or 'one node'}, {mpi}, {datetime.date.today()}: "
+                f"{shlex.join(['python', '-m', 'papcoll', *sys.argv[1:]])}, {opts.iterations} "
+                f"iterations, MIF {','.join(map(str, opts.mif))}")
+    chosen = winners(rows, opts.sizes, opts.mif)
+    for size in opts.sizes:
+        print(f"  {format_size(size):>6}  {chosen[size][0]:16} "
+              + "  ".join(f"{r:.2f}" for r in chosen[size][1]) + " x MPI", flush=True)
+    return table_rows(chosen, opts.sizes, shape, measured)
+
+
+def write(path, rows):
+    """Write ``rows`` into the tuning file at ``path``, keeping its rows of other shapes."""
+    kept = []
+    if path.is_file():
+        try:
+            old = json.loads(path.read_text())["rows"]
+        except (ValueError, KeyError, TypeError):
+            old = []
+            print(f"tune: {path} was not a tuning file: replaced", file=sys.stderr)
+        shapes = {tuple(row.get(k) for k in SHAPE) for row in rows}
+        kept = [row for row in old if tuple(row.get(k) for k in SHAPE) not in shapes]
+    text = json.dumps({"about": "papcoll's tuning file, written by python -m papcoll tune: "
+                                "rows tried before the shipped table's, each only for the "
+                                "shape it names (papcoll/algorithms/policy.py)",
+                       "rows": rows + kept}, indent=1) + "\n"
+    policy.load(text, path)                       # what papcoll will read must load
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temp = path.with_name(path.name + ".tmp")
+    temp.write_text(text)
+    temp.replace(path)
+
+
+def run(args):
+    comm = MPI.COMM_WORLD
+    rank = comm.Get_rank()
+    out = args.out or Path(os.environ.get("PAPCOLL_TUNING_FILE") or policy.DEFAULT_FILE)
+    before = os.environ.get("PAPCOLL_NODE_SIZE")
+    rows = []
+    try:
+        for k in args.node_sizes or [None]:
+            if k is not None:
+                os.environ["PAPCOLL_NODE_SIZE"] = str(k)
+            if rank == 0:
+                print(f"tune: N={comm.Get_size()}, node size "
+                      f"{k or before or 'as the machines are'}", flush=True)
+            rows += tune_shape(comm, args, rank == 0 and sys.stderr.isatty())
+    finally:
+        if before is None:
+            os.environ.pop("PAPCOLL_NODE_SIZE", None)
+        else:
+            os.environ["PAPCOLL_NODE_SIZE"] = before
+    if rank == 0:
+        write(out, rows)
+        print(f"tune: wrote {len(rows)} rows to {out} (python -m papcoll info shows the table "
+              f"in force)", flush=True)
+    return 0

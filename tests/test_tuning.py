@@ -1,0 +1,129 @@
+"""The tuning file (python -m papcoll tune; papcoll/algorithms/policy.py): what it may say, how a
+bad one is reported (the file, the line, the field), that every rank of a Communicator must
+read the same one, that its rows serve only the shape they name, and the tuner's own steps."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from launcher import launch
+
+from papcoll.algorithms import policy
+from papcoll.bench import tune
+from papcoll.errors import ConfigError
+
+ROW = {"topology": "any", "processes": 2, "nodes": 1, "ppn": 2, "min_block": 0,
+       "max_block": 64, "algorithm": "pap_direct", "measured": "a test"}
+
+
+def table(*rows):
+    """A tuning file's text, one row per line as tune writes them."""
+    return json.dumps({"rows": list(rows)}, indent=1)
+
+
+def test_a_well_formed_table_loads():
+    rows = policy.load(table(ROW, {**ROW, "transport": "verbs", "nodes": 2}), "t.json")
+    assert rows[0].algorithm == "pap_direct" and rows[1].transport == "verbs"
+
+
+@pytest.mark.parametrize("row,field,why", [
+    ({**ROW, "colour": "blue"}, "colour", "unknown"),
+    ({**ROW, "ppn": -1}, "ppn", "count >= 0"),
+    ({**ROW, "processes": "4"}, "processes", "count >= 0"),
+    ({**ROW, "transport": "pigeon"}, "transport", "is not one of"),
+    ({**ROW, "algorithm": "fastest"}, "algorithm", "unknown algorithm"),
+    ({**ROW, "topology": "cloud"}, "topology", "is not one of"),
+])
+def test_a_malformed_row_names_the_file_the_line_and_the_field(row, field, why):
+    text = table(ROW, row)
+    line = next(i for i, l in enumerate(text.splitlines(), 1)
+                if l.strip().startswith(json.dumps(field)) and i > 12)
+    with pytest.raises(ConfigError) as err:
+        policy.load(text, "tuned.json")
+    message = str(err.value)
+    assert "tuned.json" in message and f"line {line}:" in message, message
+    assert f"row 1, field {field!r}" in message and why in message, message
+
+
+def test_a_file_that_is_not_json_names_its_line():
+    with pytest.raises(ConfigError, match=r"tuned.json: line 3: not JSON"):
+        policy.load('{"rows": [\n {"topology": "any",\n  "algorithm" "mpi"}]}', "tuned.json")
+
+
+def test_a_named_file_must_exist_and_none_is_the_shipped_table(monkeypatch, tmp_path):
+    monkeypatch.setattr(policy, "DEFAULT_FILE", tmp_path / "absent.json")
+    monkeypatch.delenv("PAPCOLL_TUNING_FILE", raising=False)
+    assert policy.Tuning().said() == (None, None, None)
+    monkeypatch.setenv("PAPCOLL_TUNING_FILE", str(tmp_path / "missing.json"))
+    tuning = policy.Tuning()
+    assert "PAPCOLL_TUNING_FILE=" in tuning.error and "missing.json" in tuning.error
+    assert "No such file" in tuning.error and tuning.rows == ()
+
+
+def test_the_default_location_is_read_when_nothing_is_named(monkeypatch, tmp_path):
+    default = tmp_path / "papcoll" / "tuning.json"
+    default.parent.mkdir()
+    default.write_text(table(ROW))
+    monkeypatch.setattr(policy, "DEFAULT_FILE", default)
+    monkeypatch.delenv("PAPCOLL_TUNING_FILE", raising=False)
+    tuning = policy.Tuning()
+    assert tuning.path == str(default) and tuning.rows[0].algorithm == "pap_direct"
+    assert tuning.digest and tuning.error is None
+
+
+def test_ranks_that_read_different_files_are_named():
+    assert policy.disagreement({0: ("a", "d1", None), 1: ("b", "d1", None)}) is None
+    error = policy.disagreement({0: ("a.json", "d1" * 8, None), 1: (None, None, None),
+                                 2: ("a.json", "d1" * 8, None)})
+    assert "ranks 0, 2: a.json" in str(error) and "rank 1: none" in str(error)
+    error = policy.disagreement({0: (None, None, None), 1: ("x", None, "it is broken")})
+    assert str(error) == "rank 1: it is broken"
+
+
+def test_tune_bounds_rows_between_the_sizes_measured():
+    assert tune.bounds([8, 64, 1024]) == [(None, 22), (23, 256), (257, None)]
+    rows = [{"size": s, "mif": m, "algorithm": a, "avg_us": t, "ratio_vs_mpi": t / mpi}
+            for s, m, mpi, times in [(8, 1, 10, {"mpi": 10, "shm_pap": 9}), (8, 32, 20, {"mpi": 20, "shm_pap": 21}),
+                                     (64, 1, 10, {"mpi": 10, "shm_pap": 12}), (64, 32, 20, {"mpi": 20, "shm_pap": 30}),
+                                     (1024, 1, 10, {"mpi": 10, "shm_pap": 5}), (1024, 32, 20, {"mpi": 20, "shm_pap": 10})]
+            for a, t in times.items()]
+    chosen = tune.winners(rows, [8, 64, 1024], [1, 32])
+    assert {s: c[0] for s, c in chosen.items()} == {8: "shm_pap", 64: "mpi", 1024: "shm_pap"}
+    out = tune.table_rows(chosen, [8, 64, 1024], (4, 2, 2, "mpi-rma"), "here")
+    assert [(r["algorithm"], r.get("min_block"), r.get("max_block")) for r in out] == [
+        ("shm_pap", None, 22), ("mpi", 23, 256), ("shm_pap", 257, None)]
+    assert out[0]["processes"] == 4 and out[0]["transport"] == "mpi-rma"
+    assert out[0]["measured"] == "here; 0.90-1.05 x MPI"
+    assert policy.load(table(*out), "t")
+
+
+def test_tune_keeps_the_rows_of_other_shapes(tmp_path):
+    path = tmp_path / "tuning.json"
+    other = {**ROW, "processes": 8}
+    path.write_text(table(ROW, other))
+    tune.write(path, [{**ROW, "algorithm": "mpi"}])
+    rows = policy.load(path.read_text(), path)
+    assert [(r.processes, r.algorithm) for r in rows] == [(2, "mpi"), (8, "pap_direct")]
+
+
+@pytest.mark.mpi
+def test_ranks_with_other_files_or_a_bad_one_are_refused_and_rows_serve_their_shape(run_mpi,
+                                                                                        tmp_path):
+    res = run_mpi(2, "tuning.py", str(tmp_path), timeout=120)
+    assert res.returncode == 0 and "TUNING OK" in res.stdout, res.stdout[-4000:]
+
+
+@pytest.mark.mpi
+def test_tune_writes_a_file_that_info_reports(run_mpi, tmp_path):
+    out = tmp_path / "tuned.json"
+    res = launch(2, ["-m", "papcoll", "tune", "--sizes", "8,1K", "--iterations", "5",
+                     "--out", str(out)], timeout=300)
+    assert res.returncode == 0 and f"rows to {out}" in res.stdout, res.stdout[-4000:]
+    rows = policy.load(out.read_text(), out)
+    assert rows and {(r.processes, r.nodes, r.ppn) for r in rows} == {(2, 1, 2)}
+    assert all("python -m papcoll tune" in r.measured for r in rows)
+    info = subprocess.run([sys.executable, "-m", "papcoll", "info"], capture_output=True,
+                          text=True, env={**os.environ, "PAPCOLL_TUNING_FILE": str(out)})
+    assert f"tuning file {out} ({len(rows)} rows)" in info.stdout, info.stdout
+    assert "only N=2 nodes=1 ppn=2" in info.stdout, info.stdout
