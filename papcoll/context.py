@@ -75,7 +75,7 @@ class Context:
             _sweep([value[1] for value in met.values()])
             self.settings = self.agree({rank: value[2] for rank, value in met.items()},
                                        {rank: value[4] for rank, value in met.items()})
-            self.table, self.tuning = tuning.rows + policy.TABLE, tuning.path
+            self.table = tuning.rows + policy.TABLE    # the tuned rows first (policy.py)
             self.topology = topology.discover(self.comm, deadline, self.node_size)
             if self.size > 1:
                 self.node = NodeBoard(self.comm, self.topology.local, deadline)
