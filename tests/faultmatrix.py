@@ -38,6 +38,19 @@ CONFIGS.update({f"{algorithm}-ns{ns}-{role}": (ns + 2, algorithm, role, 4096,
                                                {"PAPCOLL_NODE_SIZE": str(ns)})
                 for algorithm in ("shm_direct", "pap_shm_direct") for ns in (2, 3)
                 for role in ("master", "nonmaster")})     # N=4: nodes 2+2; N=5: nodes 3+2
+# Blocks read by CMA inside a node (above shm_layout.CMA_BLOCK), and one size whose odd call
+# (2 x) crosses it: a board post meets a CMA post. No kill_during or stop of a master at 200K
+# (NOT_HERE, even in the full matrix):
+# a master killed or stopped while the other master writes it a 1.2 MB aggregate (mpi-rma,
+# MPICH, one host) leaves that writer's give-up undelivered for seconds, so a rank awaiting both
+# names the live writer too (README: Failures).
+CONFIGS.update({"pap_shm_direct-ns2-nonmaster-200K": (4, "pap_shm_direct", "nonmaster", 200000,
+                                                      {"PAPCOLL_NODE_SIZE": "2"}),
+                "shm_direct-ns3-master-200K": (5, "shm_direct", "master", 200000,
+                                               {"PAPCOLL_NODE_SIZE": "3"}),
+                "pap_shm_direct-ns3-master-100K": (5, "pap_shm_direct", "master", 100000,
+                                                   {"PAPCOLL_NODE_SIZE": "3"})})
+NOT_HERE = {"shm_direct-ns3-master-200K": "kill_during stop"}
 DEFAULT = {  # config: faults. Every fault, every algorithm, masters and non-masters as victims
     "pap_direct-4K": " ".join(FAULTS),
     "shm_pap": "kill_during stop sigint late late_cold alg_warm size_cold",
@@ -54,12 +67,16 @@ DEFAULT = {  # config: faults. Every fault, every algorithm, masters and non-mas
     "pap_shm_direct-ns2-nonmaster": "kill_during stop late_cold size_cold",
     "pap_shm_direct-ns3-master": "kill_before sigint stop alg_cold settings_node",
     "pap_shm_direct-ns3-nonmaster": "kill_during late alg_warm",
+    "pap_shm_direct-ns2-nonmaster-200K": "kill_during stop late_cold",
+    "shm_direct-ns3-master-200K": "kill_after sigint late",
+    "pap_shm_direct-ns3-master-100K": "size_cold size_warm",
 }
 
 
 def cells(full=False):
     """(fault, config) of the whole product, or of the DEFAULT subset."""
-    return [(f, c) for c in CONFIGS for f in FAULTS if full or f in DEFAULT.get(c, "").split()]
+    return [(f, c) for c in CONFIGS for f in FAULTS
+            if (full or f in DEFAULT.get(c, "").split()) and f not in NOT_HERE.get(c, "").split()]
 
 
 OUTCOME = re.compile(r"(?P<kind>\w+)(?P<attrs>(?: \w+=(?:\[[^\]]*\]|None))*) after "

@@ -111,3 +111,14 @@ def test_falls_back_to_shared_memory_when_cma_fails(run_mpi, failure):
     res = run_mpi(3, "cma.py", "fallback", failure, timeout=120)
     assert res.returncode == 0, res.stdout[-4000:]
     assert "FALLBACK CMA: unavailable: " in res.stdout, res.stdout[-4000:]
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("nprocs,node_size,refused", [(3, 2, False), (5, 3, False),
+                                                      (4, 2, True)])
+def test_hierarchical_reads_large_blocks_by_cma_or_through_the_board(run_mpi, nprocs,
+                                                                      node_size, refused):
+    res = run_mpi(nprocs, "cma.py", "hierarchical", *(["refused"] if refused else []),
+                  env={"PAPCOLL_NODE_SIZE": str(node_size)}, timeout=240)
+    assert res.returncode == 0, res.stdout[-4000:]
+    assert f"HIERARCHICAL ok {not refused}" in res.stdout, res.stdout[-4000:]

@@ -26,7 +26,7 @@ publish the one of epoch e + 1, so one address per process is enough.
 """
 import numpy as np
 
-from .. import native, rendezvous
+from .. import native
 from .intranode import IntraNodeAlgorithm, spans_nodes
 from .registry import register
 
@@ -42,46 +42,22 @@ class CmaPap(IntraNodeAlgorithm):
 
     def __init__(self, ctx):
         super().__init__(ctx)
-        board = self.board
-        self.loops = native.PeerLoops(board.posts, batch=1 if self.tracing else None)
-        self.pids = ctx.cma.pids.copy()
-        self.pids[self.me] = 0                        # my own block: a memcpy
-        self.releases = native.PeerLoops(board.acks_for_me)
+        self.read_by_cma()
         self.everyone = np.ones(self.n, np.uint8)
-        self.others = self.everyone.copy()
-        self.others[self.me] = 0
-        self.spare = np.empty(0, np.uint8)           # the private send copy for IN_PLACE
 
     def alltoall(self, send, recv):
         self.start_call()
         board = self.board
         epoch = board.next_epoch()
         block, sig = recv.block, self.signature(recv.block)
-        if send is None:
-            source = self.private_copy(recv.data)
-            self.loops.expect(self.others)           # my own block is already in place
-        else:
-            source = send.data
-            self.loops.expect(self.everyone)
+        source = self.private_copy(recv.data) if send is None else send.data
         board.post(epoch, sig, native.buffer_address(source) if source.nbytes else 0)
         if self.tracing:
             self.trace_each("sent", range(self.n))
-        self.serve(self.loops, lambda start, timeout: self.loops.cma_collect(
-            epoch, sig, start, self.pids, self.me * block, recv.data, block, block,
-            board.my_acks, timeout), "waiting for peers' buffers", epoch)
-        gone = board.gave_up(range(self.n), self.ctx.calls)
-        if gone:                # their buffers may have changed under my reads: not my data
-            raise rendezvous.not_coming(self.ctx.comm, f"{self.name} (reading peers' buffers)",
-                                        board.user_ranks(gone), board.user_ranks(gone), int)
-        self.releases.expect(self.others)
-        self.wait_all(self.releases, epoch, "waiting for peers to read my buffer")
-
-    def private_copy(self, data):
-        if self.spare.nbytes < data.nbytes:
-            self.spare = np.empty(data.nbytes, np.uint8)
-        spare = self.spare[:data.nbytes]
-        np.copyto(spare, data)
-        return spare
+        self.cma_read(epoch, sig, self.others if send is None else self.everyone,
+                      self.me * block, recv.data, block, block,   # my own is in place already
+                      "waiting for peers' buffers")
+        self.cma_release(epoch)
 
     def close(self, collective=True):
-        self.loops = self.releases = None
+        self.reads = self.releases = None

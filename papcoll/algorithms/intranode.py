@@ -9,7 +9,9 @@ MismatchError. Traces record "sent" for every peer when my blocks become readabl
 post: nothing is sent to anyone in particular) and "received" for each peer as its block is
 copied in.
 """
-from .. import progress, rendezvous
+import numpy as np
+
+from .. import native, progress, rendezvous
 from ..errors import TransportError
 from ..native import SignatureMismatch
 from ..progress import Deadline
@@ -35,6 +37,47 @@ class IntraNodeAlgorithm(Algorithm):
         self.n, self.me, self.ranks = self.board.n, self.board.me, self.board.ranks
         self.start = (self.me + 1) % self.n          # contention-free: successors first
         self.tracing = ctx.trace.events
+
+    def read_by_cma(self):
+        """Set up :meth:`cma_read` and :meth:`cma_release` (cma_pap.py argues the protocol)."""
+        self.pids = self.ctx.cma.pids.copy()
+        self.pids[self.me] = 0                        # my own block: a memcpy
+        self.reads = native.PeerLoops(self.board.posts, batch=1 if self.tracing else None)
+        self.releases = native.PeerLoops(self.board.acks_for_me)
+        self.others = np.ones(self.n, np.uint8)
+        self.others[self.me] = 0
+        self.spare = np.empty(0, np.uint8)           # the private send copy for IN_PLACE
+
+    def cma_read(self, epoch, sig, peers, remote_offset, dst, stride, length, what):
+        """Read ``length`` bytes at ``remote_offset`` in the buffer each of ``peers`` (a 0/1
+        array of local processes) posted for ``epoch`` into ``dst[i * stride:]`` for process
+        i, in arrival order, acknowledging each; then raise if one of them gave up (its buffer
+        may have changed under my reads: not my data)."""
+        loops, board = self.reads, self.board
+        loops.expect(peers)
+        if not loops.left:                            # a node of one
+            return
+        self.serve(loops, lambda start, timeout: loops.cma_collect(
+            epoch, sig, start, self.pids, remote_offset, dst, stride, length, board.my_acks,
+            timeout), what, epoch)
+        gone = board.gave_up(range(self.n), self.ctx.calls)
+        if gone:
+            raise rendezvous.not_coming(self.ctx.comm, f"{self.name} (reading peers' buffers)",
+                                        board.user_ranks(gone), board.user_ranks(gone), int)
+
+    def cma_release(self, epoch):
+        """Wait until every other process has read my buffer of ``epoch``."""
+        self.releases.expect(self.others)
+        if self.n > 1:
+            self.wait_all(self.releases, epoch, "waiting for peers to read my buffer")
+
+    def private_copy(self, data):
+        """``data`` copied to a buffer of mine (kept between calls), to publish for IN_PLACE."""
+        if self.spare.nbytes < data.nbytes:
+            self.spare = np.empty(data.nbytes, np.uint8)
+        spare = self.spare[:data.nbytes]
+        np.copyto(spare, data)
+        return spare
 
     def start_call(self):
         """A call begins: its deadline (the Communicator opens its trace record)."""

@@ -60,7 +60,7 @@ from ..transport.base import keep
 from .intranode import IntraNodeAlgorithm, _ranks
 from .onesided import Exchange, _Call
 from .registry import register
-from .shm_layout import Layout, Lists, piece_max, step_of
+from .shm_layout import CMA_BLOCK, Layout, Lists, piece_max, step_of
 
 GATHERING = "gathering the node's blocks"          # the phases, as errors name them
 EXCHANGING = "waiting for masters' aggregates"
@@ -86,10 +86,19 @@ class ShmDirect(IntraNodeAlgorithm):
         self.remote = [r for r in range(len(self.nodes)) if r != self.k]
         self.masters = topo.masters          # master of node r: masters[r], in the masters' comm r
         self.master = self.me == 0
-        self.piece_max = piece_max(self.ppn, topo.size)
-        self.layout = Layout(self.ppn, self.piece_max)
-        bank = self.layout.bank(self.k)
         deadline = Deadline(ctx.timeout)
+        # CMA inside the nodes for large blocks only if every node has it: pieces and rounds
+        # must be alike everywhere (and a node's ranks must be consecutive: one read per peer).
+        able = ctx.cma is not None and ctx.cma.available and all(
+            ranks == list(range(ranks[0], ranks[0] + len(ranks))) for ranks in self.nodes)
+        self.cma = all(rendezvous.exchange(ctx.comm, f"{self.name}: CMA", able,
+                                           deadline).values())
+        if self.cma:
+            self.read_by_cma()
+        self.piece_max = (piece_max(self.ppn, topo.size, False),
+                          piece_max(self.ppn, topo.size, self.cma))   # by "CMA in this call"
+        self.layout = Layout(self.ppn, self.piece_max[True])
+        bank = self.layout.bank(self.k)
         self.segment = Segment(ctx.comm, (len(self.nodes) + 1) * LINE, 0, deadline, self.ranks,
                                shared_bytes=4 * bank)
         shared = self.segment.shared
@@ -128,6 +137,11 @@ class ShmDirect(IntraNodeAlgorithm):
 
     # ---- the copy lists ----------------------------------------------------------------------
 
+    def by_cma(self, block):
+        """Whether a call with ``block`` bytes per peer reads my node's blocks for me from
+        their senders' buffers (single copy) rather than through the board (two)."""
+        return self.cma and block > CMA_BLOCK
+
     def lists_for(self, block, epoch):
         """The copy lists of this round of a call with ``block`` bytes per peer, at board
         ``epoch`` (cached by block size, and the two banks' parities)."""
@@ -143,7 +157,7 @@ class ShmDirect(IntraNodeAlgorithm):
             lists = self.copy_lists[block] = {}
         plan = lists.get(banks)
         if plan is None:
-            plan = lists[banks] = Lists(self, block, *banks)
+            plan = lists[banks] = Lists(self, block, *banks, self.by_cma(block))
             plan.gate = _Gate(self, plan.local)
         return plan
 
@@ -152,9 +166,11 @@ class ShmDirect(IntraNodeAlgorithm):
     def alltoall(self, send, recv):
         self.start_call()
         block, trace = recv.block, self.ctx.trace
-        sig = self.signature(block)
+        sig, cma = self.signature(block), self.by_cma(block)
         source = recv.data if send is None else send.data
-        for offset in range(0, max(block, 1), self.piece_max):
+        if cma and send is None:       # published to my node: not where its blocks land
+            source = self.private_copy(source)
+        for offset in range(0, max(block, 1), self.piece_max[cma]):
             self.round += 1
             epoch = self.board.next_epoch()
             plan = self.lists_for(block, epoch)
@@ -162,32 +178,38 @@ class ShmDirect(IntraNodeAlgorithm):
             src, dst = source[offset:], recv.data[offset:]
             trace.phase("gather")
             plan.post.copy(length, src=src)                  # local blocks and remote rows
-            self.board.post(epoch, sig)
+            self.board.post(epoch, sig, native.buffer_address(source) if cma else 0)
             if send is not None:
                 plan.own.copy(length, dst=dst, src=src)
+            if cma:                    # my node's blocks for me, straight from their buffers
+                first = self.ranks[0] * block
+                self.cma_read(epoch, sig, self.others, self.ranks[self.me] * block + offset,
+                              dst[first:], block, length, GATHERING)
             plan.local.expect(plan.all_local)
             remote = plan.remote
             remote.expect(plan.all_remote)
             if self.master:
                 trace.phase("masters")
                 self.masters_phase(plan, sig, epoch, length, dst)
-            else:
+            elif not cma:
                 self.serve(plan.local, lambda start, timeout: plan.local.serve(
                     epoch, sig, start, timeout, length, dst=dst), GATHERING, epoch)
             trace.phase("scatter")
-            if self.master and self.pap or not remote.left:
-                continue              # a PAP master's engine copied my parts as they landed
-            self.serve(remote, lambda start, timeout: remote.serve(
-                self.round, 0, start, timeout, length, dst=dst), SCATTERING, self.round,
-                names=plan.blame,
-                traced=plan.traced, signalled_by=plan.hands_on, start=self.k)
+            if not (self.master and self.pap) and remote.left:  # a PAP master's engine
+                self.serve(remote, lambda start, timeout: remote.serve(   # copied them in
+                    self.round, 0, start, timeout, length, dst=dst), SCATTERING, self.round,
+                    names=plan.blame,
+                    traced=plan.traced, signalled_by=plan.hands_on, start=self.k)
+            if cma:
+                self.cma_release(epoch)
 
     # ---- the plan: the whole call in C (native/papcoll_hier.c) -------------------------------
 
     def plan(self, key, sendbuf, recvbuf, recv):
         block = recv.block
-        if not isinstance(self.ctx.trace, NoTrace) or not 0 < block <= self.piece_max:
-            return None                   # a traced call records its phases; one round a call
+        if (not isinstance(self.ctx.trace, NoTrace) or self.by_cma(block)
+                or not 0 < block <= self.piece_max[False]):
+            return None      # a traced call records its phases; one round a call; no CMA reads
         rounds = [self.lists_in(block, (e, r)) for e in (0, 1) for r in (0, 1)]
         sig = self.signature(block)
         for r, lists in enumerate(rounds):

@@ -13,14 +13,19 @@ from ..node.board import slot_bytes
 SEGMENT_BUDGET = 64 << 20     # bytes of outbox and inbound areas per node, both banks
 PIECE_ALIGN = 64              # pieces above this are multiples of a cache line
 HEADER = 64                   # bytes before each aggregate: the sender's call signature
+CMA_BLOCK = 128 << 10        # blocks above this go between a node's processes by CMA (measured:
+                              # docs/policy.md, "The hierarchical call's CMA crossover")
 
 
-def piece_max(ppn, size):
-    """The largest piece, the same on every node (their layouts must agree): within the board
-    slot of the largest node, and within SEGMENT_BUDGET for the node with the most remote
-    traffic (ppn processes each writing a piece to every remote process, 2 areas x 2 banks)."""
-    piece = max(1, min(slot_bytes(max(ppn)),
-                       SEGMENT_BUDGET // max(1, 4 * max(p * (size - p) for p in ppn))))
+def piece_max(ppn, size, cma):
+    """The largest piece, the same on every node (their layouts must agree): within
+    SEGMENT_BUDGET for the node with the most remote traffic (ppn processes each writing a
+    piece to every remote process, 2 areas x 2 banks), and, unless ``cma`` (a node's blocks
+    between its processes are read from their send buffers), within the board slot of the
+    largest node."""
+    piece = max(1, SEGMENT_BUDGET // max(1, 4 * max(p * (size - p) for p in ppn)))
+    if not cma:
+        piece = min(piece, slot_bytes(max(ppn)))
     return piece - piece % PIECE_ALIGN if piece > PIECE_ALIGN else piece
 
 
@@ -71,14 +76,15 @@ class Lists:
       my rows of their nodes' aggregates in my node's outbox;
     * ``own``: my block for me, send buffer to receive buffer;
     * ``local``: from each of my node's processes (its post: flag and signature), its block
-      for me out of its board region;
+      for me out of its board region (none when ``cma``: the algorithm reads those blocks
+      from the posters' send buffers);
     * ``remote``: from each remote node (its done flag; pap) or from all (one flag), my column
       of its aggregate in my node's inbound area.
     """
 
-    def __init__(self, algo, block, board_bank, bank):
+    def __init__(self, algo, block, board_bank, bank, cma=False):
         board, me, n, k = algo.board, algo.me, algo.n, algo.k
-        self.piece = piece = max(1, min(block, algo.piece_max))
+        self.piece = piece = max(1, min(block, algo.piece_max[cma]))
         layout = algo.layout
         regions = native.buffer_address(board.segment.regions)
 
@@ -89,7 +95,7 @@ class Lists:
         outbox = native.buffer_address(algo.outbox) + bank * layout.bank(k) + HEADER
         inbound = native.buffer_address(algo.inbound) + bank * layout.bank(k) + HEADER
         dst, src = [], []
-        for i, q in enumerate(algo.ranks):
+        for i, q in enumerate([] if cma else algo.ranks):
             if i != me:
                 dst.append(slot(me, i))
                 src.append(q * block)
@@ -103,13 +109,13 @@ class Lists:
         self.own = native.CopyList([0, 1], [self.own_at], [self.own_at], piece, relative="both")
         first, dst, src = [0], [], []
         for i, q in enumerate(algo.ranks):
-            if i != me:
+            if i != me and not cma:
                 dst.append(q * block)
                 src.append(slot(i, me))
             first.append(len(dst))
         self.local = native.ListLoops(board.posts, native.CopyList(first, dst, src, piece,
                                                                    relative="dst"))
-        self.all_local = np.ones(n, np.uint8)
+        self.all_local = np.full(n, not cma, np.uint8)
         first, dst, src = [0], [], []
         for r in range(len(algo.nodes)):             # my own node: no copies, never pending
             for t, q in enumerate(algo.nodes[r] if r != k else []):

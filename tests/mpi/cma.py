@@ -7,6 +7,10 @@ throttle: the first reader after the root arrives late; with k = 1 the next read
 fallback: CMA made to fail (EPERM from the test read, or from PR_SET_PTRACER): every process
     learns the same one-line reason, cma_pap declines to run, the policy picks shm_pap.
     Prints FALLBACK <reason>.
+hierarchical [refused]: run with PAPCOLL_NODE_SIZE; shm_direct and pap_shm_direct at block sizes
+    on both sides of shm_layout.CMA_BLOCK, with and without IN_PLACE, random delays, against
+    MPI_Alltoall; a node's blocks above it go by CMA -- or, ``refused`` (PR_SET_PTRACER fails
+    on every process), through the board at every size. Prints HIERARCHICAL ok <cma>.
 """
 import errno
 import random
@@ -18,7 +22,7 @@ from mpi4py import MPI
 
 import papcoll
 from papcoll import native
-from papcoll.algorithms import cma_pap, policy
+from papcoll.algorithms import cma_pap, policy, shm_layout
 from papcoll.errors import TransportError
 from papcoll.node.board import NodeBoard
 from papcoll.node.cma import CmaNode
@@ -121,8 +125,35 @@ def fallback(what):
         print(f"FALLBACK {reason}", flush=True)
 
 
+def hierarchical(refused):
+    if refused:
+        native.allow_ptrace_any = lambda: (_ for _ in ()).throw(
+            TransportError(errno.EPERM, "simulated: Operation not permitted"))
+    rng = random.Random(rank)
+    with papcoll.Communicator(world) as pc:
+        for name in ("shm_direct", "pap_shm_direct"):
+            for block in (24, shm_layout.CMA_BLOCK, shm_layout.CMA_BLOCK + 8, 300_008):
+                for in_place in (False, True):
+                    items = block // 8           # float64: the source, destination and index
+                    send = (rank * 1e9 + np.arange(size)[:, None] * 1e6
+                            + np.arange(items)).ravel()
+                    want = np.empty_like(send)
+                    world.Alltoall(send, want)
+                    got = send.copy() if in_place else np.empty_like(send)
+                    time.sleep(rng.random() * 0.002)
+                    pc.Alltoall(MPI.IN_PLACE if in_place else send, got, algorithm=name)
+                    assert np.array_equal(got, want), (name, block, in_place)
+            algo = pc._context().algorithms[name]
+            assert algo.cma is not refused, (name, algo.cma)
+            assert algo.by_cma(300_008) is not refused and not algo.by_cma(shm_layout.CMA_BLOCK)
+    if rank == 0:
+        print(f"HIERARCHICAL ok {not refused}", flush=True)
+
+
 mode = sys.argv[1]
-if mode == "primitives":
+if mode == "hierarchical":
+    hierarchical(sys.argv[2:] == ["refused"])
+elif mode == "primitives":
     primitives()
 elif mode == "throttle":
     throttle()
