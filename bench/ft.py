@@ -23,6 +23,7 @@ import numpy as np
 from mpi4py import MPI
 
 import papcoll
+from papcoll.algorithms import AUTO
 
 _REFERENCE = json.loads(Path(__file__).with_name("npb_ft_reference.json").read_text())
 CLASSES = _REFERENCE["classes"]
@@ -134,12 +135,13 @@ class Slabs:
 
 
 def _alltoall_for(algorithm, comm):
-    """papcoll.Alltoall on ``comm`` with ``algorithm`` (None: papcoll's own choice); for the
-    baseline ``mpi``, the MPI library's own, called as an mpi4py program calls it. The name is
-    checked here to fail cleanly on every rank (papcoll on one process never looks it up)."""
-    if algorithm is not None and algorithm not in papcoll.algorithms:
+    """papcoll.Alltoall on ``comm`` with ``algorithm`` (None or ``auto``: papcoll's own choice);
+    for the baseline ``mpi``, the MPI library's own, called as an mpi4py program calls it. The
+    name is checked here to fail cleanly on every rank (papcoll on one process never looks it
+    up)."""
+    if algorithm not in (None, AUTO) and algorithm not in papcoll.algorithms:
         raise ValueError(f"unknown algorithm {algorithm!r}; papcoll has: "
-                         f"{', '.join(sorted(papcoll.algorithms))}")
+                         f"{', '.join(sorted(papcoll.algorithms))}, or {AUTO} (its own choice)")
     if algorithm == "mpi":
         return comm.Alltoall
     return lambda sendbuf, recvbuf: papcoll.Alltoall(comm, sendbuf, recvbuf, algorithm=algorithm)
@@ -247,7 +249,7 @@ def add_arguments(parser):
                         help="NPB problem class (default S)")
     parser.add_argument("--algorithm", default=None,
                         help="papcoll algorithm for the transposes, e.g. 'mpi' for MPI's own "
-                             "alltoall (default: papcoll's choice)")
+                             f"alltoall (default, or {AUTO}: papcoll's choice)")
     parser.add_argument("--imbalance", type=_seconds, default=0.0, metavar="SECONDS",
                         help="sleep a random uniform [0, SECONDS] on each rank before each "
                              "transpose (default 0)")

@@ -122,3 +122,14 @@ def test_hierarchical_reads_large_blocks_by_cma_or_through_the_board(run_mpi, np
                   env={"PAPCOLL_NODE_SIZE": str(node_size)}, timeout=240)
     assert res.returncode == 0, res.stdout[-4000:]
     assert f"HIERARCHICAL ok {not refused}" in res.stdout, res.stdout[-4000:]
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("name,block", [("pap_shm_direct", 8), ("shm_direct", 200_000),
+                                        ("pap_shm_direct", 200_000)])
+def test_a_master_stopped_for_two_seconds_delays_the_call_and_it_completes(run_mpi, name,
+                                                                             block):
+    res = run_mpi(4, "stopped.py", name, str(block),
+                  env={"PAPCOLL_NODE_SIZE": "2", "PAPCOLL_TIMEOUT": "30"}, timeout=120)
+    assert res.returncode == 0, res.stdout[-4000:]
+    assert "STOPPED ok" in res.stdout, res.stdout[-4000:]

@@ -143,6 +143,15 @@ def test_refuses_cleanly(nprocs, args, message):
 
 
 @pytest.mark.mpi
+def test_auto_names_papcolls_own_choice(tmp_path):
+    out = tmp_path / "ft.json"
+    proc = mpirun(2, "--class", "S", "--algorithm", "auto", "--json", str(out))
+    assert proc.returncode == 0, proc.stdout
+    assert json.loads(out.read_text())["algorithm"] == "auto"
+    assert "VERIFICATION SUCCESSFUL" in proc.stdout
+
+
+@pytest.mark.mpi
 @pytest.mark.parametrize("nprocs", [2, 4])
 def test_every_papcoll_algorithm_verifies(nprocs):
     proc = mpirun(nprocs, "--every-algorithm", "S")

@@ -70,6 +70,17 @@ def test_policy_choices(nodes, crowded, block, cma, chosen):
     assert policy.choose(fake_ctx(nodes, crowded, cma), block) == chosen
 
 
+@pytest.mark.parametrize("transport,nodes,block,chosen", [
+    ("verbs", [2, 2], 48 << 10, "pap_shm_direct"), ("verbs", [2, 2], 64 << 10, "pap_shm_direct"),
+    ("verbs", [2, 2], 32 << 10, "pap_direct"), ("verbs", [2, 2], 96 << 10, "pap_direct"),
+    ("verbs", [2, 2, 2], 64 << 10, "pap_direct"), ("verbs", [3, 3], 64 << 10, "pap_direct"),
+    ("mpi-rma", [2, 2], 64 << 10, "pap_direct")])
+def test_the_hierarchical_row_serves_the_shape_it_won_on(monkeypatch, transport, nodes, block,
+                                                          chosen):
+    monkeypatch.setattr(policy.transport, "choose", lambda: transport)
+    assert policy.choose(fake_ctx(nodes, True), block) == chosen
+
+
 @pytest.mark.parametrize("rows,where", [
     ('[{"topology": "single-node", "algorithm": "shm_pap"}]', r"row 0, field 'measured'"),
     ('[{"topology": "one-node", "algorithm": "mpi", "measured": ""}]', r"row 0, field 'topology'"),

@@ -23,7 +23,13 @@ small blocks these algorithms are for), each round in three phases:
    once its exchange is done).
 
 Blocks between processes of one node never go through the master: other processes copy them
-straight out of the poster's board region, as in shm_pap.
+straight out of the poster's board region, as in shm_pap -- or, for blocks above CMA_BLOCK
+(shm_layout.py) when every node allows CMA, read them out of the poster's send buffer, whose
+address the post carries, as in cma_pap (intranode.py: read, acknowledge, and return only once
+my node has read my buffer, so the user may reuse it). Everyone decides alike, by the block
+size and a CMA flag agreed when the algorithm is set up, so a round's pieces are the same on
+every node. Those reads use no board slot, so a round is then bounded only by the segment's
+budget: a 1 MiB call is one round instead of sixteen.
 
 **Two banks**, by the round's parity, for the outbox and the inbound areas, and by the board
 epoch's for the board regions (as in shm_pap: other algorithms' exchanges interleave on the
@@ -38,10 +44,12 @@ process's own receive buffer through that process's registration, but its connec
 the master's address space alone; the node segment is the one memory that both the master's
 connection and every local process can reach.
 
-**Memory.** A piece is at most the board's slot, and at most what keeps a node's four areas
-(2 banks of outbox, 2 of inbound, each ppn x (N - ppn) pieces) within SEGMENT_BUDGET (shm_layout.py). The
-areas are one POSIX segment per node and algorithm instance (node/segment.py: bounded set-up,
-nothing left in /dev/shm); the done flags live in the master's control page.
+**Memory.** A piece is at most the board's slot (unless the call reads by CMA), and at most
+what keeps a node's four areas (2 banks of outbox, 2 of inbound, each ppn x (N - ppn) pieces)
+within SEGMENT_BUDGET (shm_layout.py); the areas are sized for the largest piece, and only the
+pages a call touches take memory. They are one POSIX segment per node and algorithm instance
+(node/segment.py: bounded set-up, nothing left in /dev/shm); the done flags live in the
+master's control page.
 """
 import ctypes
 
