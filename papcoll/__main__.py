@@ -1,7 +1,8 @@
 """``python -m papcoll info``: what papcoll found here -- algorithms, the selection table in
 force and where it came from, transports, devices, MPI. ``python -m papcoll tune``: measure this
 machine and write a tuning file (under mpiexec; papcoll.bench's tune, whose --help lists its
-options)."""
+options). ``python -m papcoll run PROGRAM [ARG...]``: run an unmodified mpi4py program with its
+alltoalls through papcoll (under mpiexec; papcoll/runner.py)."""
 import argparse
 import sys
 
@@ -61,8 +62,11 @@ def main(argv=None):
     if argv[:1] == ["tune"]:              # the measuring lives with the benchmarks
         from papcoll.bench.__main__ import main as bench
         return bench(argv)
+    if argv[:1] == ["run"]:
+        from papcoll.runner import main as run
+        return run(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m papcoll", description=__doc__)
-    parser.add_argument("command", choices=["info", "tune"])
+    parser.add_argument("command", choices=["info", "tune", "run"])
     parser.parse_args(argv)
     print(info())
     return 0

@@ -135,6 +135,11 @@ class Communicator(MPI.Intracomm):
         return getattr(trace, "calls", None)
 
     @property
+    def chosen(self):
+        """The algorithm that served the last call (None before the first). Never collective."""
+        return getattr(getattr(self, "_ctx", None), "chosen", None)
+
+    @property
     def closed(self):
         """True once closed (also by MPI_Finalize), or if never set up."""
         ctx = getattr(self, "_ctx", None)
@@ -160,6 +165,7 @@ class Communicator(MPI.Intracomm):
                     ctx.fail(err)
                     raise
                 if done:
+                    ctx.chosen = plan.algorithm.name
                     return
             self._full_path(ctx, sendbuf, recvbuf, algorithm)
         finally:
@@ -171,6 +177,7 @@ class Communicator(MPI.Intracomm):
         name = algorithm or ctx.forced or AUTO
         if name == AUTO:
             name = policy.choose(ctx, recv.block)
+        ctx.chosen = name
         if ctx.size == 1:              # every algorithm is a copy here: only the name counts
             check(name)
             if send is not None:
@@ -216,13 +223,20 @@ _cached = {}   # communicator handle -> Communicator, for the Alltoall convenien
 def Alltoall(comm, sendbuf, recvbuf, *, algorithm=None):
     """``papcoll.Communicator(comm).Alltoall(...)`` with the Communicator cached per communicator
     (freed when ``comm`` is freed, or at MPI_Finalize)."""
+    return communicator_of(comm).Alltoall(sendbuf, recvbuf, algorithm=algorithm)
+
+
+def communicator_of(comm):
+    """``comm`` if it is a Communicator, else the Communicator cached for it: made at the first
+    use (collective: every rank is in that call), closed when ``comm`` is freed or at
+    MPI_Finalize."""
     if isinstance(comm, Communicator):
-        return comm.Alltoall(sendbuf, recvbuf, algorithm=algorithm)
+        return comm
     pc = _cached.get(comm.handle)
     if pc is None or pc.closed:
         pc = _cached[comm.handle] = Communicator(comm)
         comm.Set_attr(_keyval(), pc)
-    return pc.Alltoall(sendbuf, recvbuf, algorithm=algorithm)
+    return pc
 
 
 def _forget(comm, keyval, pc):

@@ -82,8 +82,10 @@ def exchange(comm, what, value, deadline, members=None, ranks=None, without_gave
 
     ``what`` names the step; a member at another step raises MismatchError here and there.
     ``ranks`` maps ranks of ``comm`` to the user's ranks, for the errors (default: the same).
-    A member that gave up (:func:`give_up`) ends the meeting with PapcollTimeoutError naming
-    it -- or, ``without_gave_up``, is left out of the result.
+    A member that gave up (:func:`give_up`) in this call or before ends the meeting with
+    PapcollTimeoutError naming it (one that gave up in a later call had left this meeting
+    first) -- or, ``without_gave_up`` (the meetings after the calls: close), any member that
+    gave up is left out of the result.
     """
     me = comm.Get_rank()
     others = [q for q in (range(comm.Get_size()) if members is None else members) if q != me]
@@ -92,12 +94,17 @@ def exchange(comm, what, value, deadline, members=None, ranks=None, without_gave
     stage = dict.fromkeys(others, TAG)      # the message awaited from each: value, confirmation
     receiving, got, confirmed = {}, {me: value}, False
 
+    now = _of(comm).calls
+
     def poll():
         nonlocal sends, confirmed
         progressed = False
         for q, tag in list(stage.items()):
             if q not in receiving:
-                if gave_up(comm, [q]):            # before its messages: they may be stale
+                # Before its messages: they may be stale. But a give-up in a later call than
+                # this meeting's (a set-up's) came after it, whose messages q sent first.
+                gave = _gave_in(comm, [q])
+                if q in gave and (without_gave_up or gave[q] <= now):
                     if not without_gave_up:
                         raise not_coming(comm, what, [q], list(stage), user)
                     del stage[q]

@@ -43,16 +43,16 @@ def mpirun(n, script, *args, env=None, timeout=300, flags=()):
     return launch(n, [HERE / "mpi" / script, *args], env=env, timeout=timeout, flags=flags)
 
 
-def launch(n, argv, env=None, timeout=300, flags=()):
+def launch(n, argv, env=None, timeout=300, flags=(), runner=("-m", "mpi4py")):
     """Run ``python -m mpi4py ARGV...`` on ``n`` ranks; return the CompletedProcess.
-    ``flags`` go to mpiexec before ``-n``.
+    ``flags`` go to mpiexec before ``-n``; ``runner`` replaces ``-m mpi4py``.
 
     ``python -m mpi4py`` aborts every rank on an unhandled exception, and the timeout kills the
     whole process group, so a broken algorithm can fail this test but never hang it.
     """
     before = leftovers.snapshot()
     cmd = [MPIEXEC, *MPIEXEC_FLAGS, *placement(n), *flags, "-n", str(n),
-           sys.executable, "-m", "mpi4py", *map(str, argv)]
+           sys.executable, *runner, *map(str, argv)]
     full_env = {**os.environ, "PAPCOLL_TIMEOUT": "30", **(env or {})}
     proc = subprocess.Popen(cmd, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, start_new_session=True)
