@@ -48,12 +48,16 @@ def _received(spec):
         return 0
 
 
-def _count(kind, algorithm, recvbuf, seconds):
+def _counted(kind, call, sendbuf, recvbuf, algorithm):
+    """``call(sendbuf, recvbuf)``, timed and counted under ``kind``; ``algorithm()`` names
+    what served it."""
+    start = time.perf_counter()
+    call(sendbuf, recvbuf)
     entry = _stats[kind]
     entry[0] += 1
     entry[1] += _received(recvbuf)
-    entry[2] += seconds
-    entry[3][algorithm] += 1
+    entry[2] += time.perf_counter() - start
+    entry[3][algorithm()] += 1
 
 
 class _Routed:
@@ -65,9 +69,7 @@ class _Routed:
         if _stats is None:     # from now on this object's Alltoall is papcoll's, with no detour
             self.Alltoall = pc.Alltoall
             return pc.Alltoall(sendbuf, recvbuf)
-        start = time.perf_counter()
-        pc.Alltoall(sendbuf, recvbuf)
-        _count("Alltoall", pc.chosen, recvbuf, time.perf_counter() - start)
+        return _counted("Alltoall", pc.Alltoall, sendbuf, recvbuf, lambda: pc.chosen)
 
     def Alltoallv(self, sendbuf, recvbuf):
         return self._mpi("Alltoallv", MPI.Comm.Alltoallv, sendbuf, recvbuf)
@@ -78,9 +80,7 @@ class _Routed:
     def _mpi(self, kind, call, sendbuf, recvbuf):
         if _stats is None:
             return call(self, sendbuf, recvbuf)
-        start = time.perf_counter()
-        call(self, sendbuf, recvbuf)
-        _count(kind, "mpi", recvbuf, time.perf_counter() - start)
+        return _counted(kind, lambda s, r: call(self, s, r), sendbuf, recvbuf, lambda: "mpi")
 
     def Split(self, color=0, key=0):
         return _routed(MPI.Intracomm.Split(self, color, key))

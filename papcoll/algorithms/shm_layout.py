@@ -13,7 +13,7 @@ from ..node.board import slot_bytes
 SEGMENT_BUDGET = 64 << 20     # bytes of outbox and inbound areas per node, both banks
 PIECE_ALIGN = 64              # pieces above this are multiples of a cache line
 HEADER = 64                   # bytes before each aggregate: the sender's call signature
-CMA_BLOCK = 128 << 10        # blocks above this go between a node's processes by CMA (measured:
+CMA_BLOCK = 128 << 10         # blocks above this go between a node's processes by CMA (measured:
                               # docs/policy.md, "The hierarchical call's CMA crossover")
 
 
