@@ -35,6 +35,19 @@ static int zero_copy(const struct pc_xcall *c)
     return c->scheme == PC_ZCOPY || c->scheme == PC_STEP;
 }
 
+/* Whether my block to peer goes into a buffer it advertised (else into its inbox). */
+static int exposed(const struct pc_xcall *c, size_t peer)
+{
+    return zero_copy(c) || (c->scheme == PC_VAR && !c->via_inbox[peer]);
+}
+
+/* Whether my block to peer goes into its inbox, written once it is seen or while idle. */
+static int via_inbox(const struct pc_xcall *c, size_t peer)
+{
+    return c->scheme == PC_COPY || c->scheme == PC_ORDER ||
+           (c->scheme == PC_VAR && c->via_inbox[peer]);
+}
+
 /* The advert record peer last wrote for me. */
 static struct pc_advert record_of(const struct pc_xcall *c, size_t peer)
 {
@@ -95,14 +108,17 @@ static int advertised_ahead(struct pc_xcall *c, size_t peer)
 static int send_to(struct pc_xcall *c, size_t peer)
 {
     int rc;
-    if (zero_copy(c)) {
+    if (exposed(c, peer)) {
         uint64_t addr, bytes;
         uint32_t rkey;
         rc = advertised(c, peer, &addr, &bytes, &rkey);
         if (rc <= 0)
             return rc;
-        if (c->dst_off[peer] + c->len[peer] > bytes)     /* never past its buffer */
+        /* never past its buffer; in PC_VAR its region is exactly the block it expects */
+        if (c->scheme == PC_VAR ? c->len[peer] != bytes : c->dst_off[peer] + c->len[peer] > bytes) {
+            c->failed_len = (uint32_t)bytes;
             return mismatch(c, PC_IN_ADVERT, peer, c->sig);
+        }
         rc = pc_xport_put(c->x, peer, PC_TO_EXPOSED, addr + c->dst_off[peer], rkey,
                           c->src + c->src_off[peer], c->len[peer], c->lkey, PC_DATA, c->epoch,
                           c->code, 1);
@@ -172,10 +188,10 @@ static int gate_open(struct pc_xcall *c)
  * so that they see it too (its writes wait for nobody); then it reports. */
 static int tell_all(struct pc_xcall *c, int rc)
 {
-    if (c->scheme == PC_COPY || c->scheme == PC_ORDER) {
+    if (c->scheme == PC_COPY || c->scheme == PC_ORDER || c->scheme == PC_VAR) {
         if (!c->gate || c->gate->open)
             for (size_t q = 0; q < c->x->n; q++)
-                if (c->unsent[q] && q != c->x->me)
+                if (c->unsent[q] && q != c->x->me && via_inbox(c, q))
                     send_to(c, q);
         pc_xport_flush(c->x);
     }
@@ -194,10 +210,10 @@ void pc_xcall_start(struct pc_xcall *c, uint64_t epoch, uint64_t adverts, uint64
                     uint32_t code, int64_t block)
 {
     size_t n = c->x->n, me = c->x->me;
-    uint64_t word = pc_notice_word(epoch, code, (uint32_t)block);
     for (size_t q = 0; q < n; q++) {
-        if (c->expected && block >= 0)
-            ((uint64_t *)c->expected)[q] = word;   /* the call's own array */
+        if (c->expected && (block >= 0 || c->expect_len))   /* the call's own array */
+            ((uint64_t *)c->expected)[q] = pc_notice_word(
+                epoch, code, (uint32_t)(c->expect_len ? (int64_t)c->expect_len[q] : block));
         c->unsent[q] = c->waiting[q] = q != me;
     }
     c->epoch = epoch;
@@ -210,10 +226,11 @@ void pc_xcall_start(struct pc_xcall *c, uint64_t epoch, uint64_t adverts, uint64
     c->failed_in = 0;
 }
 
-void pc_xcall_advert(struct pc_xcall *c, uint64_t addr, uint64_t bytes, uint32_t rkey)
+void pc_xcall_advert(struct pc_xcall *c, size_t record, uint64_t addr, uint64_t bytes,
+                     uint32_t rkey)
 {
-    struct pc_advert record = {addr, bytes, rkey, 0, c->epoch, c->sig};
-    memcpy((void *)c->record, &record, sizeof record);
+    struct pc_advert r = {addr, bytes, rkey, 0, c->epoch, c->sig};
+    memcpy((char *)c->record + record * PC_ADVERT_BYTES, &r, sizeof r);
 }
 
 int pc_xcall_arrived(struct pc_xcall *c, size_t peer)
@@ -222,7 +239,7 @@ int pc_xcall_arrived(struct pc_xcall *c, size_t peer)
     if (rc < 0)
         return rc;
     return current(c, PC_DATA, c->epoch, peer) ||
-           (zero_copy(c) && current(c, PC_ADVERT, c->adverts, peer));
+           ((zero_copy(c) || c->scheme == PC_VAR) && current(c, PC_ADVERT, c->adverts, peer));
 }
 
 /* One pass of a call over its peers (the wait of pc_xcall_run): write to those it may, take
@@ -243,7 +260,7 @@ static int run_pass(void *what)
                 return rc;
             if (rc)
                 c->next++, progressed = 1;
-        } else if (c->scheme == PC_ZCOPY && c->unsent[q]) {
+        } else if (c->scheme != PC_STEP && exposed(c, q) && c->unsent[q]) {
             if ((rc = send_to(c, q)) < 0)
                 return rc;
             progressed |= rc;
@@ -255,24 +272,25 @@ static int run_pass(void *what)
         if (!rc)
             continue;
         event(c, PC_SEEN, q);
-        if ((c->scheme == PC_COPY) && c->unsent[q] && open && (rc = send_to(c, q)) < 0)
+        if ((c->scheme == PC_COPY || c->scheme == PC_VAR) && via_inbox(c, q) && c->unsent[q] &&
+            open && (rc = send_to(c, q)) < 0)
             return rc;                    /* it has arrived: it is served first */
         if ((rc = serve(c, q)) < 0)
             return tell_all(c, rc);
         progressed = 1;
     }
-    if ((c->scheme == PC_COPY || c->scheme == PC_ORDER) && open) {
+    if ((c->scheme == PC_COPY || c->scheme == PC_ORDER || c->scheme == PC_VAR) && open) {
         /* Nobody new: write to a peer not seen yet (all of them, in step order, for
          * PC_ORDER: its writes never wait); when all are written, a peer still awaited
          * may be in another kind of call. */
         for (size_t k = 1; k < n; k++) {
             size_t q = (me + k) % n;
-            if (!c->unsent[q])
+            if (!c->unsent[q] || !via_inbox(c, q))
                 continue;
             if ((rc = send_to(c, q)) < 0)
                 return rc;
             progressed = 1;
-            if (c->scheme == PC_COPY)
+            if (c->scheme != PC_ORDER)
                 break;
         }
         if (!progressed && c->scheme == PC_COPY)
@@ -296,11 +314,15 @@ int pc_xcall_run(struct pc_xcall *c, int64_t timeout_ns)
     int rc;
     if ((x->deadline = pc_deadline(timeout_ns)) < 0)
         return (int)x->deadline;
-    if (zero_copy(c) && !c->advertised) {
+    if ((zero_copy(c) || c->scheme == PC_VAR) && !c->advertised) {
         for (size_t k = 1; k < n; k++) {  /* unsignalled: the data write follows */
-            rc = pc_xport_put(x, (me + k) % n, PC_TO_ADVERTS, me * PC_ADVERT_BYTES, 0,
-                              c->record, PC_ADVERT_BYTES, c->record_lkey, PC_ADVERT,
-                              c->adverts, c->code, 0);
+            size_t q = (me + k) % n, own = c->scheme == PC_VAR;
+            if (own && !c->advertise[q])
+                continue;
+            rc = pc_xport_put(x, q, PC_TO_ADVERTS, me * PC_ADVERT_BYTES, 0,
+                              (const char *)c->record + own * q * PC_ADVERT_BYTES,
+                              PC_ADVERT_BYTES, c->record_lkey, PC_ADVERT, c->adverts, c->code,
+                              0);
             if (rc < 0)
                 return rc;
         }

@@ -204,6 +204,8 @@ int pc_mpi_alltoall(const void *send, int count, void *recv, intptr_t comm);
 #define PC_ZCOPY 2  /* zero-copy: advertise my buffer, write into every peer that advertised */
 #define PC_STEP 3   /* zero-copy in step order: wait for rank + i's advertisement (Direct) */
 #define PC_ORDER 4  /* copy-based writes in step order, at once (the masters of shm_direct) */
+#define PC_VAR 5    /* blocks of a length per peer (Alltoallv/w): each pair copy-based or
+                     * zero-copy by the block's length, as both ends of it know it */
 
 #define PC_SEEN 0            /* trace events: a peer's arrival seen, my data sent, its landed */
 #define PC_SENT 1
@@ -253,6 +255,11 @@ struct pc_gate {
  * Gate (set): nothing is sent before every post of the gate has been served (PC_GATHERED
  * events name them).
  *
+ * PC_VAR: my block to q goes to q's inbox if via_inbox[q], else into the region q advertised
+ * for it, which must be exactly len[q] bytes; I advertise to the peers q with advertise[q] set
+ * the record at record + q * PC_ADVERT_BYTES (the region I expect q's block in); expect_len
+ * gives the length of each peer's expected DATA notice (pc_xcall_start).
+ *
  * unsent and waiting (n each) are set by the caller to the peers to serve; the run keeps its
  * state there, so a run cut short by its timeout is resumed by running again. Events (when
  * events is set, room for max_events pairs): (kind << 56 | peer, CLOCK_MONOTONIC ns). */
@@ -286,19 +293,22 @@ struct pc_xcall {
     size_t failed_peer;
     uint64_t failed_sig;
     uint32_t failed_code, failed_len;
+    const uint8_t *via_inbox, *advertise;    /* PC_VAR */
+    const uint64_t *expect_len;
 };
 
 /* A call begins, the one set-up of a call (Exchange and plan alike): c is call epoch
  * (adverts: the zero-copy calls so far, this one included if it is one) of signature sig and
  * signature code code; every peer but me is to be sent to and heard from; where c expects
- * notice words (expected set) and block >= 0, each peer's is its DATA notice of block bytes
- * (expected[] is the caller's own when block < 0). */
+ * notice words (expected set) and block >= 0, each peer's is its DATA notice of block bytes,
+ * or, with expect_len set, of expect_len[q] bytes (expected[] is the caller's own else). */
 void pc_xcall_start(struct pc_xcall *c, uint64_t epoch, uint64_t adverts, uint64_t sig,
                     uint32_t code, int64_t block);
 
-/* Zero-copy: this call's advert record (into c->record) for my receive buffer at addr, of
- * bytes bytes, under rkey; call after pc_xcall_start. */
-void pc_xcall_advert(struct pc_xcall *c, uint64_t addr, uint64_t bytes, uint32_t rkey);
+/* Zero-copy: this call's advert record (the record-th of c->record: 0, or in PC_VAR the
+ * peer's) for my receive buffer at addr, of bytes bytes, under rkey; after pc_xcall_start. */
+void pc_xcall_advert(struct pc_xcall *c, size_t record, uint64_t addr, uint64_t bytes,
+                     uint32_t rkey);
 
 /* Whether peer's arrival signal for c is on my boards, after a poll: its DATA notice of this
  * call, or, zero-copy, its advertisement. 1, 0, or a poll's -errno. */

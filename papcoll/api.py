@@ -8,7 +8,8 @@ from . import config, context
 from .algorithms import AUTO, policy
 from .algorithms.registry import check
 from .buffers import parse_alltoall
-from .errors import CommunicatorError, CommunicatorStateError
+from .errors import AlgorithmError, CommunicatorError, CommunicatorStateError
+from .vbuffers import copy_own, parse_alltoallv
 
 _IN_USE = ("this papcoll.Communicator is in use by another thread: calls on one Communicator "
            "must not overlap (use one Communicator per thread)")
@@ -200,6 +201,50 @@ class Communicator(MPI.Intracomm):
         plan = algo.plan(algorithm, sendbuf, recvbuf, recv)
         if plan is not None:
             ctx.plans[algorithm] = plan
+
+    def Alltoallv(self, sendbuf, recvbuf, *, algorithm=None):
+        """Like ``MPI.Comm.Alltoallv`` (mpi4py's buffer specs: counts and displacements per
+        peer, in elements of the one datatype; MPI.IN_PLACE). ``algorithm``: one that serves
+        Alltoallv (``pap_direct``, ``mpi``) or ``"auto"``; else ``PAPCOLL_ALGORITHM`` where it
+        serves one, else the policy. Every rank must choose the same."""
+        self._variable(False, sendbuf, recvbuf, algorithm)
+
+    def Alltoallw(self, sendbuf, recvbuf, *, algorithm=None):
+        """Like ``MPI.Comm.Alltoallw``: a datatype per peer, displacements in bytes; otherwise
+        as :meth:`Alltoallv`."""
+        self._variable(True, sendbuf, recvbuf, algorithm)
+
+    def _variable(self, w, sendbuf, recvbuf, algorithm):
+        ctx = self._context()
+        if not ctx.lock.acquire(blocking=False):
+            raise CommunicatorStateError(_IN_USE)
+        try:
+            ctx.peers.calls += 1
+            send, recv = parse_alltoallv(sendbuf, recvbuf, ctx.size, ctx.rank, w)
+            name = algorithm or ctx.forced
+            if name is None or name != algorithm and not ctx.algorithm_class(name).variable:
+                name = AUTO                # PAPCOLL_ALGORITHM serves no Alltoallv: the policy
+            if name == AUTO:
+                name = policy.choose(ctx, None, "alltoallv")
+            if not ctx.algorithm_class(name).variable:
+                raise AlgorithmError(f"{name} serves no Alltoallv or Alltoallw; these do: "
+                                     f"{', '.join(policy.variable())} (or 'auto')")
+            ctx.chosen = name
+            if ctx.size == 1:
+                copy_own(send, recv, 0)
+                return
+            ctx.trace.begin(name, ctx.calls)
+            token = config.adopt(ctx.settings)
+            try:
+                ctx.algorithm(name).alltoallv(send, recv, (w, sendbuf, recvbuf))
+            except BaseException as err:   # as in _full_path: never reuse this Communicator
+                ctx.fail(err)
+                raise
+            finally:
+                config.restore(token)
+            ctx.trace.end()
+        finally:
+            ctx.lock.release()
 
     def _context(self):
         ctx = getattr(self, "_ctx", False)

@@ -173,12 +173,18 @@ def _datatype_from_code(code, name):
         raise BufferSpecError(f"{name}: unknown MPI typecode {code!r}") from None
 
 
+def _check_contiguous(datatype):
+    """Whether ``count`` x ``datatype`` is exactly ``count * size`` contiguous bytes."""
+    lb, extent = datatype.Get_extent()
+    true_lb, true_extent = datatype.Get_true_extent()
+    return (lb, true_lb) == (0, 0) and datatype.Get_size() == extent == true_extent
+
+
 def _check_datatype(datatype, name):
     if datatype == MPI.DATATYPE_NULL:
         raise BufferSpecError(f"{name}: MPI.DATATYPE_NULL is not a datatype for data")
     lb, extent = datatype.Get_extent()
-    true_lb, true_extent = datatype.Get_true_extent()
-    if (lb, true_lb) != (0, 0) or not datatype.Get_size() == extent == true_extent:
+    if not _check_contiguous(datatype):
         raise BufferSpecError(
             f"{name}: datatype {_typename(datatype)} is not contiguous bytes (lb {lb}, extent "
             f"{extent}, size {datatype.Get_size()}); papcoll accepts datatypes without gaps "

@@ -1,4 +1,5 @@
-"""``mpi``: the MPI library's own MPI_Alltoall, the baseline every benchmark compares against.
+"""``mpi``: the MPI library's own MPI_Alltoall (and Alltoallv, Alltoallw), the baseline every
+benchmark compares against.
 
 When the policy leaves a call to MPI, papcoll must cost next to nothing on top of it. The full
 path (parse the buffer specs, choose, check) costs tens of microseconds of Python, as much as
@@ -19,6 +20,12 @@ class MpiAlltoall(Algorithm):
         recvspec = [recv.data, recv.block, MPI.BYTE]
         sendspec = MPI.IN_PLACE if send is None else [send.data, send.block, MPI.BYTE]
         self.ctx.comm.Alltoall(sendspec, recvspec)
+
+    variable = True
+
+    def alltoallv(self, send, recv, specs):
+        w, sendbuf, recvbuf = specs
+        (self.ctx.comm.Alltoallw if w else self.ctx.comm.Alltoallv)(sendbuf, recvbuf)
 
     def plan(self, key, sendbuf, recvbuf, recv):
         if not isinstance(self.ctx.trace, NoTrace):     # a traced call is recorded in full

@@ -113,6 +113,47 @@ class Exchange:
             raise
         self.transport.end_call()
 
+    def run_var(self, send, recv, slot):
+        """One call of blocks of a length per peer (Alltoallv/w: vbuffers.Blocks ``send`` and
+        ``recv``, my own block already copied): a block of at most ``slot`` bytes goes into the
+        receiver's inbox as in the copy-based scheme, a larger one into the region of the
+        receive buffer the receiver advertised for it, as in the zero-copy scheme. Both ends
+        of a pair know the block's length, so they choose alike, and every call counts as
+        one of ``adverts`` on every rank, whether it advertises to anyone or not."""
+        n, me, bank = self.size, self.rank, self.epoch % 2
+        key = (bank, slot, send.offset.tobytes(), send.length.tobytes(),
+               recv.offset.tobytes(), recv.length.tobytes())
+        c = self.calls.get(key)
+        if c is None:
+            if len(self.calls) >= 16:
+                self.calls.clear()
+            q = np.arange(n, dtype=np.uint64)
+            inbox, expose = send.length <= slot, (recv.length > slot) & (q != me)
+            c = self.calls[key] = _Call(
+                self, xport.VAR, 4 * n, records=n, src_off=send.offset, len=send.length,
+                dst_off=np.where(inbox, (bank * n + me) * slot, 0), in_off=(bank * n + q) * slot,
+                out_off=recv.offset, out_len=np.where(expose, 0, recv.length),
+                expected=np.zeros(n), expect_len=recv.length,
+                via_inbox=inbox.astype(np.uint8), advertise=expose.astype(np.uint8))
+        self.adverts += 1
+        self.start(c)
+        exposed = c.advertise.any()
+        if exposed:
+            where = self.transport.expose(recv.data)
+            for peer in np.flatnonzero(c.advertise).tolist():
+                xport.advert(c.s, where.address + int(recv.offset[peer]),
+                             int(recv.length[peer]), where.rkey, peer)
+        c.s.src, c.s.lkey = address(send.data), self.transport.source_key(send.data)
+        c.s.out = address(recv.data)
+        try:
+            self.drive(c, "waiting for data", landed=None if recv.moves is None
+                       else recv.unpack_one)
+        except BaseException:
+            if exposed:
+                self.transport.pin(recv.data)
+            raise
+        self.transport.end_call()
+
     def prepare(self, scheme, block, slot, bank=None):
         """The engine's call for calls of this shape in ``bank`` (default: this call's)."""
         key = (scheme, block, slot, self.epoch % 2 if bank is None else bank)
@@ -149,18 +190,24 @@ class Exchange:
             self.failure(c, rc, "waiting for data")
         self.drive(c, "waiting for data")
 
-    def drive(self, c, what, gate=None):
+    def drive(self, c, what, gate=None, landed=None):
         """Run the engine in slices under the call's deadline (progress.wait), checking between
         slices that the awaited peers are still coming; map its failures to papcoll's errors.
         ``gate`` (the masters'): its posts are awaited first (``gate.still_coming()`` checks
         them, ``gate.timeout()`` is the error at the deadline, ``gate.mismatch(i)`` the error
-        of post i)."""
+        of post i). ``landed(q)``: called between slices for each peer q whose block landed
+        (short slices then, so that a block is taken as it lands)."""
         tracing = self.trace.events
+        todo = set(np.flatnonzero(c.waiting).tolist()) if landed else ()
+        limit = CHECK_EVERY if landed is None else 1e-4
 
         def step(seconds):
-            rc = xport.run(c.s, int(min(seconds, CHECK_EVERY) * 1e9))
+            rc = xport.run(c.s, int(min(seconds, limit) * 1e9))
             if tracing:
                 self.replay(c, gate)
+            for q in [q for q in todo if not c.waiting[q]]:
+                todo.discard(q)
+                landed(q)
             if rc not in (1, ETIMEDOUT):
                 self.failure(c, rc, what, gate)
             return rc == 1
@@ -192,7 +239,7 @@ class Exchange:
         if rc == EPROTO:
             if c.s.failed_in == xport.IN_GATE:
                 raise gate.mismatch(c.s.failed_peer)
-            raise self.disagreement(c.s)
+            raise self.disagreement(c)
         if rc == EMSGSIZE:
             raise self.too_small(self.transport.native.s.failed_peer)
         self.transport.failed(rc, what)
@@ -226,7 +273,21 @@ class Exchange:
                              f"{describe(self.sig)}, called by rank {self.ranks[self.rank]}; "
                              f"every rank must choose the same algorithm", [rank])
 
-    def disagreement(self, s):
+    def disagreement(self, c):
+        s = c.s
+        if s.scheme == xport.VAR and s.failed_in in (xport.IN_NOTICE, xport.IN_ADVERT):
+            peer, theirs = s.failed_peer, s.failed_sig
+            if s.failed_in == xport.IN_NOTICE:
+                theirs = signature.make(s.failed_code, 0)
+            if signature.code_of(theirs) == s.code:    # the same call: the lengths differ
+                sender, receiver, sent, expected = (
+                    (peer, self.rank, s.failed_len, c.expect_len[peer])
+                    if s.failed_in == xport.IN_NOTICE
+                    else (self.rank, peer, c.len[peer], s.failed_len))
+                ranks = self.ranks
+                return MismatchError(
+                    f"calls disagree: rank {ranks[sender]} sends {sent} bytes to rank "
+                    f"{ranks[receiver]}, which expects {expected} from it", [ranks[peer]])
         if s.failed_in == xport.IN_NOTICE:    # a notice carries a code and a length
             return self.mismatch(s.failed_peer, signature.make(s.failed_code, s.failed_len))
         return self.mismatch(s.failed_peer, s.failed_sig)
@@ -280,22 +341,25 @@ class OneSidedAlgorithm(Algorithm):
             recv.block_of(rank)[:] = send.block_of(rank)
 
 
+_BYTES = ("via_inbox", "advertise")     # the per-peer fields of one byte (the rest: uint64)
+
+
 class _Call:
     """The engine's struct pc_xcall (``s``) for one call shape of an Exchange, and the arrays
     it points to: ``arrays`` by field name (uint64, n each; ``first``, ``hand_dst_off`` and
     ``hand_src`` may be given too), room for ``events`` trace events."""
 
-    def __init__(self, x, scheme, events, gate=None, **arrays):
+    def __init__(self, x, scheme, events, gate=None, records=1, **arrays):
         n, t = x.size, x.transport
         self.unsent, self.waiting = np.zeros(n, np.uint8), np.zeros(n, np.uint8)
-        self.record = np.zeros(xport.ADVERT_BYTES, np.uint8)
+        self.record = np.zeros(records * xport.ADVERT_BYTES, np.uint8)
         self.events = np.zeros(2 * events, np.int64)
         self.gate = gate
         fields = {}
         for name, values in arrays.items():
             if values is None:
                 continue
-            array = np.ascontiguousarray(values, np.uint64)
+            array = np.ascontiguousarray(values, np.uint8 if name in _BYTES else np.uint64)
             setattr(self, name, array)
             fields[name] = address(array)
         self.s = xport.XCallStruct(

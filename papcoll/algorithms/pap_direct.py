@@ -27,6 +27,7 @@ from ..errors import ConfigError
 from ..progress import Deadline
 from ..transport import open_transport, transport_class
 from ..native import xport
+from ..vbuffers import copy_own
 from .onesided import Exchange, OneSidedAlgorithm
 from .registry import describe, register
 
@@ -47,8 +48,9 @@ def copy_threshold(transport, size):
 
 @register("pap_direct", "PAP-aware Direct: copy-based for small blocks, zero-copy for large")
 class PapDirect(OneSidedAlgorithm):
-    schemes = ("copy-based", "zero-copy")
+    schemes = ("copy-based", "zero-copy", "variable")
     pap = True
+    variable = True
 
     def __init__(self, ctx):
         self.slot = copy_threshold(transport_class(), ctx.size)
@@ -74,6 +76,13 @@ class PapDirect(OneSidedAlgorithm):
         self.copy_own(send, recv, x.rank)
         x.run(xport.COPY, recv.block, source, recv, self.slot)
 
+    def alltoallv(self, send, recv, specs):
+        """Alltoallv/w: each pair's block by the scheme its length picks, both ends alike:
+        copy-based up to the slot, zero-copy above (Exchange.run_var)."""
+        x = self.exchange
+        x.begin(self.signature(0, "variable"))
+        copy_own(send, recv, x.rank)
+        x.run_var(send, recv, self.slot)
 
     def plan(self, key, sendbuf, recvbuf, recv):
         if not isinstance(self.ctx.trace, NoTrace) or recv.block > self.slot or not recv.block:
@@ -99,6 +108,7 @@ class PapDirect(OneSidedAlgorithm):
 @register("pap_direct_zcopy", "PAP-aware Direct, zero-copy scheme at every size")
 class PapDirectZeroCopy(PapDirect):
     schemes = ("zero-copy",)
+    variable = False
 
     def inbox_bytes(self, size):
         return 0
@@ -113,6 +123,7 @@ class PapDirectZeroCopy(PapDirect):
 @register("pap_direct_copy", "PAP-aware Direct, copy-based scheme at every size")
 class PapDirectCopy(PapDirect):
     schemes = ("copy-based",)
+    variable = False
 
     def alltoall(self, send, recv):
         if recv.block > self.slot:      # every rank sees the same block size: grow together

@@ -21,11 +21,12 @@ from pathlib import Path
 
 from .. import config, transport
 from ..errors import AlgorithmError, ConfigError
-from .registry import lookup
+from .registry import REGISTRY, lookup
 
 DEFAULT_FILE = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "papcoll" \
     / "tuning.json"
 TOPOLOGIES = ("single-node", "multi-node", "multi-node spare", "any")
+CALLS = ("alltoall", "alltoallv")
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,7 @@ class Row:
     nodes: int | None = None
     ppn: int | None = None        # the largest node's processes
     transport: str | None = None  # between nodes
+    call: str = "alltoall"        # or "alltoallv": Alltoallv and Alltoallw (no size bounds)
 
     def admits(self, block, size):
         return ((self.max_call is None or block * size <= self.max_call)
@@ -80,7 +82,9 @@ def load(text, source):
         if unknown:
             raise bad(f"row {i}, field {unknown[0]!r}", f"unknown (known: {', '.join(names)})",
                       line.get(unknown[0]))
-        for key in ("topology", "algorithm", "measured"):
+        for key in ("topology", "algorithm", "measured", "call"):
+            if key == "call" and key not in entry:
+                continue
             if not isinstance(entry.get(key), str):
                 raise bad(f"row {i}, field {key!r}", "wants a string", line.get(key, line.get("")))
         for key in ("max_call", "min_block", "max_block", "processes", "nodes", "ppn"):
@@ -99,6 +103,15 @@ def load(text, source):
             lookup(row.algorithm)
         except AlgorithmError as e:
             raise bad(f"row {i}, field 'algorithm'", e, line.get("algorithm")) from None
+        if row.call not in CALLS:
+            raise bad(f"row {i}, field 'call'", f"{row.call!r} is not one of {CALLS}",
+                      line.get("call"))
+        if row.call == "alltoallv" and (row.max_call, row.min_block, row.max_block) != (None,) * 3:
+            raise bad(f"row {i}", "an alltoallv row takes no size bounds: ranks' sizes differ, "
+                      "and every rank must choose alike", line.get(""))
+        if row.call == "alltoallv" and not lookup(row.algorithm).variable:
+            raise bad(f"row {i}, field 'algorithm'", f"{row.algorithm} serves no Alltoallv",
+                      line.get("algorithm"))
         if None not in (row.min_block, row.max_block) and row.min_block > row.max_block:
             raise bad(f"row {i}", "min_block is above max_block", line.get("min_block"))
         rows.append(row)
@@ -185,6 +198,11 @@ SOURCE = resources.files(__package__).joinpath("policy.json")
 TABLE = load(SOURCE.read_text(), SOURCE.name)
 
 
+def variable():
+    """The algorithms that serve Alltoallv and Alltoallw."""
+    return sorted(name for name, cls in REGISTRY.items() if cls.variable)
+
+
 def kinds(topology):
     """The TABLE topologies that ``topology`` matches (the same on every rank)."""
     if len(topology.nodes) == 1:
@@ -192,12 +210,14 @@ def kinds(topology):
     return {"multi-node", "any"} | (set() if topology.crowded_anywhere else {"multi-node spare"})
 
 
-def choose(ctx, block):
-    """The algorithm for a call of ``block`` bytes per peer on ``ctx``, by its table (the
+def choose(ctx, block, call="alltoall"):
+    """The algorithm for a call of ``block`` bytes per peer on ``ctx`` (``call``
+    "alltoallv": an Alltoallv or Alltoallw, whose block is not asked), by its table (the
     tuned rows, then the shipped ones)."""
     matching = kinds(ctx.topology)
     for row in ctx.table:
-        if row.topology in matching and row.admits(block, ctx.size) \
+        if row.topology in matching and row.call == call \
+                and (call != "alltoall" or row.admits(block, ctx.size)) \
                 and row.serves(ctx) \
                 and lookup(row.algorithm).unsupported(ctx) is None:
             return row.algorithm

@@ -22,6 +22,7 @@ class Algorithm:
     description = "?"
     schemes = ("",)
     codes = {}
+    variable = False          # serves Alltoallv and Alltoallw (alltoallv)
 
     def __init__(self, ctx):
         self.ctx = ctx
@@ -35,6 +36,12 @@ class Algorithm:
         """Exchange blocks: ``send`` and ``recv`` are parsed Messages; ``send`` is None for
         IN_PLACE. Blocks may be empty: every rank still takes part (a call of 0 bytes on one
         rank against 16 on another must be seen)."""
+        raise NotImplementedError
+
+    def alltoallv(self, send, recv, specs):
+        """An Alltoallv or Alltoallw (``variable`` algorithms): ``send`` and ``recv`` are
+        vbuffers.Blocks, checked, my own block already in place; ``specs``: (w, sendbuf,
+        recvbuf) as the user passed them."""
         raise NotImplementedError
 
     def plan(self, key, sendbuf, recvbuf, recv):

@@ -13,7 +13,7 @@ from .lib import address, lib
 PC_VERBS, PC_MPI, PC_LOOP = 1, 2, 3
 ADVERT, DATA = 0, 1
 TO_ADVERTS, TO_INBOX, TO_EXPOSED = 0, 1, 2
-COPY, ZCOPY, STEP, ORDER = 1, 2, 3, 4
+COPY, ZCOPY, STEP, ORDER, VAR = 1, 2, 3, 4, 5
 SEEN, SENT, RECEIVED, GATHERED = 0, 1, 2, 3
 IN_NOTICE, IN_ADVERT, IN_HEADER, IN_GATE = 1, 2, 3, 4
 
@@ -53,7 +53,7 @@ class XCallStruct(c.Structure):
                 ("unsent", _p), ("waiting", _p), ("next", _size), ("advertised", _int),
                 ("events", _p), ("nevents", _size), ("max_events", _size), ("failed_in", _int),
                 ("failed_peer", _size), ("failed_sig", _u64), ("failed_code", _u32),
-                ("failed_len", _u32)]
+                ("failed_len", _u32), ("via_inbox", _p), ("advertise", _p), ("expect_len", _p)]
 
 
 class Advert(c.Structure):
@@ -74,7 +74,8 @@ for _name, _args in [("pc_xport_put", [_X, _size, _int, _u64, _u32, _p, _size, _
     getattr(lib, _name).restype, getattr(lib, _name).argtypes = _int, _args
 lib.pc_xcall_start.restype, lib.pc_xcall_start.argtypes = None, [_XC, _u64, _u64, _u64, _u32,
                                                                  c.c_int64]
-lib.pc_xcall_advert.restype, lib.pc_xcall_advert.argtypes = None, [_XC, _u64, _u64, _u32]
+lib.pc_xcall_advert.restype, lib.pc_xcall_advert.argtypes = None, [_XC, _size, _u64, _u64,
+                                                                    _u32]
 lib.pc_mpi_open.restype, lib.pc_mpi_open.argtypes = _int, [_X, *[_iptr] * 4, _size, _size]
 lib.pc_mpi_close.restype, lib.pc_mpi_close.argtypes = None, [_X]
 
@@ -127,9 +128,10 @@ def start(call, epoch, adverts, sig, code, block=-1):
     lib.pc_xcall_start(c.byref(call), epoch, adverts, sig, code, block)
 
 
-def advert(call, address, nbytes, rkey):
-    """pc_xcall_advert: the call's advert record, for my receive buffer (an exposed one)."""
-    lib.pc_xcall_advert(c.byref(call), address, nbytes, rkey)
+def advert(call, address, nbytes, rkey, record=0):
+    """pc_xcall_advert: the call's advert record (the ``record``-th: VAR's are per peer), for
+    my receive buffer (an exposed one) or the region of it a peer's block goes to."""
+    lib.pc_xcall_advert(c.byref(call), record, address, nbytes, rkey)
 
 
 def arrived(call, peer):

@@ -1,0 +1,259 @@
+"""Buffer specs of Alltoallv and Alltoallw, as mpi4py accepts them, checked in full before any
+byte moves (buffers.py decodes the buffers and datatypes themselves).
+
+Alltoallv: a buffer, ``[buf, counts]``, ``[buf, (counts, displs)]``, ``[buf, counts,
+datatype]``, ``[buf, (counts, displs), datatype]`` or ``[buf, counts, displs, datatype]``:
+``counts`` and ``displs`` in elements of the one datatype, one per peer (``counts`` an int:
+that many for every peer; None: the buffer split evenly; ``displs`` None: packed in rank
+order). Alltoallw: ``[buf, (counts, displs), datatypes]`` or ``[buf, counts, displs,
+datatypes]``, ``displs`` in bytes, a datatype per peer. ``MPI.IN_PLACE`` as sendbuf.
+
+A side becomes a :class:`Blocks`: peer q's block is ``length[q]`` bytes at ``offset[q]`` of
+``data``, a contiguous byte array. Where every block is contiguous bytes that array is the
+user's buffer itself; otherwise it is a staging array in packed order, filled (send) or
+emptied (receive) by MPI_Pack / MPI_Unpack with the user's own datatype, block by block: the
+bytes a block moves are exactly MPI's typemap of it. Checks: lengths of the lists, counts not
+negative, every byte a block's typemap touches inside the buffer, receive blocks that do not
+overlap (contiguous ones by their ranges, others byte by byte), and my block to myself as
+long as the one I expect from myself.
+"""
+from typing import NamedTuple
+
+import numpy as np
+from mpi4py import MPI
+
+from .buffers import _bytes_of, _check_contiguous, _datatype_from_code, _implied, _index, _typename
+from .errors import BufferSpecError
+
+
+class Blocks(NamedTuple):
+    """One side of an Alltoallv/w: peer q's block is ``length[q]`` bytes at ``offset[q]`` of
+    ``data`` (uint8, contiguous); ``moves`` is None when ``data`` is the user's buffer, else
+    one (datatype, address, count) per peer to pack from or unpack into."""
+    data: np.ndarray
+    offset: np.ndarray        # uint64
+    length: np.ndarray        # uint64
+    moves: list | None
+
+    def block_of(self, peer):
+        return self.data[int(self.offset[peer]):int(self.offset[peer] + self.length[peer])]
+
+    def pack(self):
+        """Fill the staging array from the user's buffer (a send side)."""
+        for q in range(len(self.offset)):
+            self.pack_one(q)
+
+    def pack_one(self, q):
+        datatype, where, count = self.moves[q]
+        if count:
+            datatype.Pack(_region(where, datatype, count), self.block_of(q), 0, MPI.COMM_SELF)
+
+    def unpack_one(self, q):
+        """Peer q's block, landed in the staging array, into the user's buffer."""
+        datatype, where, count = self.moves[q]
+        if count:
+            datatype.Unpack(self.block_of(q), 0, _region(where, datatype, count), MPI.COMM_SELF)
+
+    def unpack(self):
+        for q in range(len(self.offset)):
+            self.unpack_one(q)
+
+
+def copy_own(send, recv, rank):
+    """My block to myself, into its place (unpacked where the receive side is staged)."""
+    recv.block_of(rank)[:] = send.block_of(rank)
+    if recv.moves is not None:
+        recv.unpack_one(rank)
+
+
+def _region(where, datatype, count):
+    """The buffer MPI packs ``count`` x ``datatype`` from, at address ``where`` (mpi4py takes
+    the count from its length)."""
+    return MPI.buffer.fromaddress(where, count * datatype.Get_extent()[1])
+
+
+def parse_alltoallv(sendbuf, recvbuf, nprocs, rank, w=False):
+    """(send, recv): Blocks of an Alltoallv (``w``: Alltoallw) on ``nprocs`` processes by
+    ``rank``; send is a private packed copy of the receive blocks for MPI.IN_PLACE."""
+    what = "Alltoallw" if w else "Alltoallv"
+    recv = _side(recvbuf, nprocs, "recvbuf", True, w, what)
+    if sendbuf is MPI.IN_PLACE:
+        send = _staged(recv)
+        send.pack()
+        return send, recv
+    send = _side(sendbuf, nprocs, "sendbuf", False, w, what)
+    if send.moves is not None:
+        send.pack()
+    if send.length[rank] != recv.length[rank]:
+        raise BufferSpecError(f"{what}: sendbuf sends {send.length[rank]} bytes to rank {rank} "
+                              f"itself, but recvbuf expects {recv.length[rank]} from it")
+    if send.moves is None and recv.moves is None and send.data.size and recv.data.size \
+            and np.may_share_memory(send.data, recv.data):
+        raise BufferSpecError(f"{what}: sendbuf and recvbuf overlap; use MPI.IN_PLACE")
+    return send, recv
+
+
+def _staged(side):
+    """A packed private copy of ``side``'s blocks (IN_PLACE's send side)."""
+    length = side.length
+    offset = np.concatenate(([0], np.cumsum(length)[:-1])).astype(np.uint64)
+    moves = side.moves or [(MPI.BYTE, side.data.ctypes.data + int(o), int(n))
+                           for o, n in zip(side.offset, length)]
+    return Blocks(np.empty(int(length.sum()), np.uint8), offset, length, moves)
+
+
+def _side(spec, nprocs, name, writable, w, what):
+    if spec is MPI.IN_PLACE:
+        raise BufferSpecError(f"{what}: MPI.IN_PLACE is only valid as sendbuf, not as {name}")
+    buf, counts, displs, types = _unpack(spec, name, w, what)
+    view = _bytes_of(buf, name, writable)
+    if w:
+        if isinstance(types, (MPI.Datatype, str)):
+            types = [types] * nprocs
+        types = _list(types, nprocs, f"{name} datatypes", what)
+        types = [_datatype(t, f"{name} datatypes[{q}]") for q, t in enumerate(types)]
+    else:
+        one = _implied(buf, name)[0] if types is None else _datatype(types, f"{name} datatype")
+        types = [one] * nprocs
+    extent = types[0].Get_extent()[1]
+    if counts is None:
+        if w or extent <= 0 or view.nbytes % (extent * nprocs):
+            raise BufferSpecError(f"{what}: {name} needs counts (holding {view.nbytes} bytes, "
+                                  f"not a whole number of {_typename(types[0])} for each of "
+                                  f"{nprocs} processes)")
+        counts = view.nbytes // (extent * nprocs)
+    if isinstance(counts, (int, np.integer)):
+        counts = [counts] * nprocs
+    counts = [_index(c, f"{what}: {name} counts[{q}]")
+              for q, c in enumerate(_list(counts, nprocs, f"{name} counts", what))]
+    if displs is None:
+        if w:
+            raise BufferSpecError(f"{what}: {name} needs displacements (in bytes)")
+        displs = np.concatenate(([0], np.cumsum(counts)[:-1])).tolist()
+    displs = [_integer(d, f"{what}: {name} displs[{q}]")
+              for q, d in enumerate(_list(displs, nprocs, f"{name} displs", what))]
+    return _blocks(view, counts, [d if w else d * extent for d in displs], types, name, what,
+                   writable)
+
+
+def _blocks(view, counts, starts, types, name, what, receive):
+    """Blocks of ``view``: peer q's ``counts[q]`` x ``types[q]`` at byte ``starts[q]``."""
+    n = len(counts)
+    length = np.array([c * t.Get_size() for c, t in zip(counts, types)], np.uint64)
+    contiguous = all(_check_contiguous(t) for c, t in zip(counts, types) if c)
+    for q, (count, start, datatype) in enumerate(zip(counts, starts, types)):
+        low, high = _touched(count, start, datatype)
+        if count and (low < 0 or high > view.nbytes):
+            raise BufferSpecError(
+                f"{what}: {name}'s block for rank {q} ({count} x {_typename(datatype)} at byte "
+                f"{start}) reaches bytes {low} to {high}, outside the buffer's {view.nbytes}")
+    if contiguous:
+        blocks = Blocks(view, np.array(starts, np.uint64), length, None)
+    else:
+        base = view.ctypes.data
+        blocks = _staged(Blocks(view, None, length,
+                                [(t, base + s, c) for c, s, t in zip(counts, starts, types)]))
+    if receive:
+        _check_overlap(view, counts, starts, types, contiguous, name, what)
+    return blocks
+
+
+def _touched(count, start, datatype):
+    """The byte range [low, high) ``count`` x ``datatype`` at ``start`` reaches."""
+    _, extent = datatype.Get_extent()
+    true_lb, true_extent = datatype.Get_true_extent()
+    if not count:
+        return start, start
+    first, last = start, start + (count - 1) * extent
+    return min(first, last) + true_lb, max(first, last) + true_lb + true_extent
+
+
+def _check_overlap(view, counts, starts, types, contiguous, name, what):
+    if contiguous:
+        spans = sorted((s, s + c * t.Get_size(), q) for q, (c, s, t)
+                       in enumerate(zip(counts, starts, types)) if c and t.Get_size())
+        for (s1, e1, q1), (s2, e2, q2) in zip(spans, spans[1:]):
+            if s2 < e1:
+                raise BufferSpecError(f"{what}: {name}'s blocks from ranks {min(q1, q2)} and "
+                                      f"{max(q1, q2)} overlap (bytes {s2} to {min(e1, e2)})")
+        return
+    key = (view.nbytes, tuple(counts), tuple(starts), tuple(t.handle for t in types))
+    if key not in _covered:
+        if len(_covered) >= 16:
+            _covered.clear()
+        _covered[key] = _coverage(view.nbytes, counts, starts, types)
+    covered = _covered[key]
+    if covered is not None:
+        raise BufferSpecError(f"{what}: {name}'s blocks from ranks {covered[0]} and "
+                              f"{covered[1]} overlap")
+
+
+_covered = {}   # (bytes, counts, starts, datatype handles) -> _coverage's answer
+
+
+def _coverage(nbytes, counts, starts, types):
+    """The first two ranks whose receive blocks share a byte, or None: each block's typemap
+    marked by MPI_Unpack into a scratch array (kept: pencil transposes repeat their specs)."""
+    owner = np.full(nbytes, -1, np.int64)
+    mark = np.zeros(nbytes, np.uint8)
+    for q, (count, start, datatype) in enumerate(zip(counts, starts, types)):
+        if not count:
+            continue
+        mark[:] = 0
+        ones = np.ones(count * datatype.Get_size(), np.uint8)
+        datatype.Unpack(ones, 0, _region(mark.ctypes.data + start, datatype, count),
+                        MPI.COMM_SELF)
+        hit = mark.view(bool)
+        clash = np.flatnonzero(hit & (owner >= 0))
+        if clash.size:
+            return int(owner[clash[0]]), q
+        owner[hit] = q
+    return None
+
+
+def _unpack(spec, name, w, what):
+    """(buf, counts, displs, datatype or datatypes) of a spec."""
+    if not isinstance(spec, (list, tuple)):
+        if w:
+            raise BufferSpecError(f"{what}: {name} must be [buf, (counts, displs), datatypes]")
+        return spec, None, None, None
+    items = list(spec)
+    if len(items) == 4:
+        return tuple(items)
+    if len(items) in (2, 3):
+        buf, layout = items[0], items[1]
+        types = items[2] if len(items) == 3 else None
+        if len(items) == 2 and isinstance(layout, (MPI.Datatype, str)):
+            return buf, None, None, layout
+        if isinstance(layout, tuple):
+            if len(layout) != 2:
+                raise BufferSpecError(f"{what}: {name}: expected (counts, displs), got {layout!r}")
+            return buf, layout[0], layout[1], types
+        return buf, layout, None, types
+    raise BufferSpecError(f"{what}: {name}: a buffer spec has 2 to 4 items, got {len(items)}")
+
+
+def _list(values, n, what, call):
+    try:
+        values = list(values)
+    except TypeError:
+        raise BufferSpecError(f"{call}: {what} must be a sequence, got {values!r}") from None
+    if len(values) != n:
+        raise BufferSpecError(f"{call}: {what} has {len(values)} entries; one per process "
+                              f"({n}) is needed")
+    return values
+
+
+def _integer(value, what):
+    try:
+        return int(value) if isinstance(value, (int, np.integer)) else value.__index__()
+    except (AttributeError, TypeError):
+        raise BufferSpecError(f"{what} must be an integer, got {value!r}") from None
+
+
+def _datatype(value, what):
+    if isinstance(value, str):
+        return _datatype_from_code(value, what)
+    if not isinstance(value, MPI.Datatype) or value == MPI.DATATYPE_NULL:
+        raise BufferSpecError(f"{what}: expected an MPI.Datatype or typecode, got {value!r}")
+    return value
