@@ -40,9 +40,10 @@ from mpi4py import MPI
 import papcoll
 from papcoll.algorithms import AUTO, policy
 
-from .arrival_measure import (CLOCK_METHOD, T_MSG_METHOD, block_rng, buffers, clock_offsets,
+from .arrival_measure import (CLOCK_METHOD, T_MSG_METHOD, block_rng, clock_offsets,
                               delay_table, late_count, message_time, run_block, summarize,
                               usable_algorithms)
+from .variants import VARIANTS, caller, case
 from .options import comma_list, format_size, integer, parse_algorithm, parse_size
 
 DEFAULT_SIZES = "8,1K,64K,1M"
@@ -78,7 +79,12 @@ def add_arguments(parser):
     parser.add_argument("--late-fraction", type=parse_fraction, metavar="F",
                         help="instead of random delays, F of the processes arrive late by "
                              "MIF x t_msg and the others at once")
-    parser.add_argument("--seed", type=int, default=1, help="seed of the delays (default 1)")
+    parser.add_argument("--seed", type=int, default=1,
+                        help="seed of the delays and of v's counts (default 1)")
+    parser.add_argument("--variant", choices=VARIANTS, default="alltoall",
+                        help="the call timed: alltoall (default), v (Alltoallv, random counts "
+                             "of mean SIZE bytes), w (Alltoallw: a pencil FFT step of a "
+                             "SIZE^3 complex128 array, SIZE a multiple of N; see variants.py)")
     parser.add_argument("--phases", action="store_true",
                         help="record each call's phases (gather, masters, scatter: the "
                              "hierarchical algorithms) and report their mean times; the "
@@ -159,24 +165,34 @@ def measure(pc, args, names, offset, progress):
     rank, nprocs = pc.Get_rank(), pc.Get_size()
     rounds = args.warmup + args.iterations
     t_msgs, rows = [], []
+    calls = [caller(pc, name, args.variant) for name in names]
     for size in args.sizes:
-        bufs = buffers(rank, nprocs, size)
-        t_msg, median = message_time(pc, size)
+        this = case(args.variant, rank, nprocs, size, args.seed)
+        t_msg, median = message_time(pc, size if args.variant != "w" else
+                                     this.bytes // nprocs)
         t_msgs.append({"size": size, "t_msg_us": t_msg * 1e6, "median_us": median * 1e6})
         for mif in args.mif:
             bound = mif * t_msg
             delays = delay_table(block_rng(args.seed, size, mif), rounds, nprocs, bound,
                                  args.late_fraction)
             label = f"{format_size(size)} MIF {mif}"
-            arrival, in_call, phases = run_block(pc, names, bufs, delays[:, rank], offset,
-                                                 args.spin, args.warmup,
+            arrival, in_call, phases = run_block(pc, names, this, calls, delays[:, rank],
+                                                 offset, args.spin, args.warmup,
                                                  lambda: progress.step(label))
             gathered = pc.gather((arrival, in_call, phases), root=0)
             if rank == 0:
                 rows += block_rows(size, mif, names, t_msg, bound, delays[args.warmup:],
                                    *zip(*gathered),
-                                   chosen=policy.choose(pc._context(), size))
+                                   chosen=chosen(pc, args.variant, size))
+        this.free()
     return t_msgs, rows
+
+
+def chosen(pc, variant, size):
+    """What ``auto`` runs for this variant at this size."""
+    if variant == "alltoall":
+        return policy.choose(pc._context(), size)
+    return policy.choose(pc._context(), None, "alltoallv")
 
 
 def default_name(nprocs, late_fraction, started):
@@ -194,6 +210,10 @@ def run(args):
         nodes, ppn, emulated = len(topo.nodes), topo.ppn, topo.emulated
         everything = sorted(papcoll.algorithms, key=lambda name: name != "mpi") + [AUTO]
         names, skipped = usable_algorithms(pc, args.algorithms or everything)
+        if args.variant != "alltoall":
+            for name in [n for n in names if n != AUTO and not papcoll.algorithms[n].variable]:
+                names.remove(name)
+                skipped[name] = f"{name} serves no Alltoallv or Alltoallw"
         if args.algorithms and skipped:
             if rank == 0:
                 print(f"papcoll.bench arrival: error: {'; '.join(skipped.values())}",
@@ -215,7 +235,7 @@ def run(args):
             "nodes_emulated": emulated,
             "mpi_library": " ".join(MPI.Get_library_version().splitlines()[0].split()),
             "mpi4py": sys.modules["mpi4py"].__version__, "papcoll": papcoll.__version__,
-            "mode": "late" if args.late_fraction else "random",
+            "mode": "late" if args.late_fraction else "random", "variant": args.variant,
             "late_fraction": args.late_fraction,
             "late_processes": args.late_fraction and late_count(nprocs, args.late_fraction),
             "delay_wait": "spin" if args.spin else "sleep",
@@ -241,8 +261,11 @@ def format_table(result):
     mode = (f"{r['late_processes']} of {r['nprocs']} processes ({r['late_fraction']:.0%}) late by "
             f"MIF x t_msg, the others at once" if r["mode"] == "late"
             else "each process waits uniform [0, MIF x t_msg]")
+    variant = {"v": "Alltoallv, random counts of mean SIZE bytes",
+               "w": "Alltoallw, a pencil FFT step of a SIZE^3 complex128 array"}
     lines = [
-        "# papcoll random-arrival benchmark",
+        "# papcoll random-arrival benchmark"
+        + (f" -- {variant[r['variant']]}" if r.get("variant") in variant else ""),
         f"# N: {r['nprocs']} ({r['nodes']} node(s) x {r['ppn']} processes per node"
         f"{', emulated' if r['nodes_emulated'] else ''})",
         f"# MPI: {r['mpi_library']}",

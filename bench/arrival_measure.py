@@ -175,23 +175,13 @@ def usable_algorithms(pc, names):
     return usable, skipped
 
 
-def caller(pc, name):
-    """How the benchmark calls ``name``: the baseline ``mpi`` as an mpi4py program calls its MPI
-    library (``MPI.Comm.Alltoall`` on the same communicator: no papcoll code in the way), every
-    other algorithm -- ``auto`` too -- through ``papcoll.Communicator.Alltoall``."""
-    if name == "mpi":
-        return lambda send, recv: MPI.Intracomm.Alltoall(pc, send, recv)
-    return lambda send, recv: pc.Alltoall(send, recv, algorithm=name)
-
-
-def run_block(pc, names, bufs, delays, offset, spin, warmup, tick):
-    """Every algorithm through every iteration of one (size, MIF) block, waiting ``delays`` (this
-    rank's, one per iteration) after the barrier. Returns (arrival on rank 0's clock, time in call),
-    each of shape (algorithms, timed iterations), in seconds, and this rank's mean phase times
-    {algorithm: {phase: seconds}} of the timed calls that recorded phases. Warm-up results are
-    checked."""
-    send, recv, want = bufs
-    calls = [caller(pc, name) for name in names]
+def run_block(pc, names, case, calls, delays, offset, spin, warmup, tick):
+    """Every algorithm (``calls[j]`` calls ``names[j]``) through every iteration of one (size,
+    MIF) block of ``case`` (variants.Case), waiting ``delays`` (this rank's, one per iteration)
+    after the barrier. Returns (arrival on rank 0's clock, time in call), each of shape
+    (algorithms, timed iterations), in seconds, and this rank's mean phase times {algorithm:
+    {phase: seconds}} of the timed calls that recorded phases. Warm-up results are checked."""
+    send, recv = case.send, case.recv
     arrival = np.zeros((len(names), len(delays)))
     in_call = np.zeros_like(arrival)
     phases = {}
@@ -199,7 +189,7 @@ def run_block(pc, names, bufs, delays, offset, spin, warmup, tick):
     for it, delay in enumerate(delays):
         for j in turn_order(len(names), it):
             if it < warmup:
-                recv[:] = 0
+                case.clear()
             pc.Barrier()
             wait(delay, spin)
             if traces is not None:
@@ -208,9 +198,9 @@ def run_block(pc, names, bufs, delays, offset, spin, warmup, tick):
             calls[j](send, recv)
             in_call[j, it] = time.perf_counter() - start
             arrival[j, it] = start + offset
-            if it < warmup and not np.array_equal(recv, want):
-                raise AssertionError(f"algorithm {names[j]!r} delivered wrong data at "
-                                     f"{len(send) // pc.Get_size()} bytes per peer")
+            if it < warmup and not case.ok():
+                raise AssertionError(f"algorithm {names[j]!r} delivered wrong data "
+                                     f"({case.bytes} bytes received)")
             if traces and it >= warmup and traces[-1]["phases"]:
                 for phase, seconds in phase_times(traces[-1]).items():
                     phases.setdefault(names[j], {}).setdefault(phase, []).append(seconds)

@@ -24,7 +24,8 @@ import papcoll
 from papcoll.algorithms import AUTO
 from papcoll.transport import choose as chosen_transport
 
-from .arrival_measure import buffers, caller, usable_algorithms
+from .arrival_measure import buffers, usable_algorithms
+from .variants import caller
 from .options import comma_list, format_size, integer, parse_algorithm, parse_size
 from .verbs_loop import BareLoop
 
@@ -80,7 +81,7 @@ def run(args):
             bufs = buffers(rank, size, nbytes)
             base = None
             for name in names:
-                cpu, wall = measure(pc, caller(pc, name), bufs, args.iterations, args.delay)
+                cpu, wall = measure(pc, caller(pc, name, "alltoall"), bufs, args.iterations, args.delay)
                 base = cpu if name == "mpi" else base
                 report(rank, nbytes, name, cpu, wall, base)
             if chosen_transport() == "verbs":

@@ -4,7 +4,7 @@ import weakref
 
 from mpi4py import MPI
 
-from . import config, context
+from . import config, context, requests
 from .algorithms import AUTO, policy
 from .algorithms.registry import check
 from .buffers import parse_alltoall
@@ -123,6 +123,8 @@ class Communicator(MPI.Intracomm):
         if not ctx.lock.acquire(blocking=False):
             raise CommunicatorStateError(_IN_USE)
         try:
+            if ctx.active is not None and ctx.broken is None:
+                raise CommunicatorStateError(f"close: {requests.busy()}")
             self._ctx = None
             ctx.close()
         finally:
@@ -155,6 +157,8 @@ class Communicator(MPI.Intracomm):
         if not ctx.lock.acquire(blocking=False):
             raise CommunicatorStateError(_IN_USE)
         try:
+            if ctx.active is not None:
+                raise CommunicatorStateError(requests.busy())
             ctx.peers.calls += 1               # give-ups say in which call (rendezvous.py)
             plan = ctx.plans.get(algorithm)
             if plan is not None:               # the one entry into C (native/papcoll_call.c)
@@ -219,6 +223,8 @@ class Communicator(MPI.Intracomm):
         if not ctx.lock.acquire(blocking=False):
             raise CommunicatorStateError(_IN_USE)
         try:
+            if ctx.active is not None:
+                raise CommunicatorStateError(requests.busy())
             ctx.peers.calls += 1
             send, recv = parse_alltoallv(sendbuf, recvbuf, ctx.size, ctx.rank, w)
             name = algorithm or ctx.forced
@@ -246,6 +252,68 @@ class Communicator(MPI.Intracomm):
         finally:
             ctx.lock.release()
 
+    # ---- nonblocking and persistent calls (requests.py) -------------------------------------
+
+    def Ialltoall(self, sendbuf, recvbuf, *, algorithm=None):
+        """Start an Alltoall; returns an active papcoll Request (Test, Wait). ``algorithm``:
+        one that serves nonblocking calls (``pap_direct``, ``pap_direct_zcopy``, ``direct``,
+        ``mpi``) or ``"auto"``: the policy's choice where it serves them, else ``mpi``."""
+        return self._request(False, None, sendbuf, recvbuf, algorithm)
+
+    def Ialltoallv(self, sendbuf, recvbuf, *, algorithm=None):
+        return self._request(False, False, sendbuf, recvbuf, algorithm)
+
+    def Ialltoallw(self, sendbuf, recvbuf, *, algorithm=None):
+        return self._request(False, True, sendbuf, recvbuf, algorithm)
+
+    def Alltoall_init(self, sendbuf, recvbuf, info=None, *, algorithm=None):
+        """A persistent Alltoall on these buffers: checked, chosen and set up now (collective,
+        bounded); each ``Start`` runs it. ``info`` is accepted and ignored, as MPI may."""
+        return self._request(True, None, sendbuf, recvbuf, algorithm)
+
+    def Alltoallv_init(self, sendbuf, recvbuf, info=None, *, algorithm=None):
+        return self._request(True, False, sendbuf, recvbuf, algorithm)
+
+    def Alltoallw_init(self, sendbuf, recvbuf, info=None, *, algorithm=None):
+        return self._request(True, True, sendbuf, recvbuf, algorithm)
+
+    def _request(self, persistent, w, sendbuf, recvbuf, algorithm):
+        """A Request for an Alltoall (``w`` None), Alltoallv (False) or Alltoallw (True)."""
+        ctx = self._context()
+        if not ctx.lock.acquire(blocking=False):
+            raise CommunicatorStateError(_IN_USE)
+        try:
+            if ctx.active is not None:
+                raise CommunicatorStateError(requests.busy())
+            if w is None:
+                send, recv = parse_alltoall(sendbuf, recvbuf, ctx.size)
+            else:
+                send, recv = parse_alltoallv(sendbuf, recvbuf, ctx.size, ctx.rank, w)
+            name = _nonblocking(ctx, algorithm, w, None if w is not None else recv.block)
+            token = config.adopt(ctx.settings)
+            try:
+                algo = ctx.algorithm(name) if ctx.size > 1 else None    # set-up: collective
+            except BaseException as err:
+                ctx.fail(err)
+                raise
+            finally:
+                config.restore(token)
+        finally:
+            ctx.lock.release()
+        specs = (w, sendbuf, recvbuf)
+
+        def make():
+            if w is not None and persistent and send.moves is not None:
+                send.pack()                   # the send data may have changed since
+            if algo is None:                  # one process: a copy
+                if w is not None:
+                    copy_own(send, recv, 0)
+                elif send is not None:
+                    recv.data[:] = send.data
+                return requests.Done()
+            return algo.start(send, recv) if w is None else algo.startv(send, recv, specs)
+        return requests.start(ctx, make, name, persistent, requests.hold(sendbuf, recvbuf))
+
     def _context(self):
         ctx = getattr(self, "_ctx", False)
         if ctx is None or ctx is False or ctx.closed:
@@ -260,6 +328,23 @@ class Communicator(MPI.Intracomm):
                 f"this papcoll.Communicator is unusable after an earlier error: "
                 f"{type(ctx.broken).__name__}: {ctx.broken}")
         return ctx
+
+
+def _nonblocking(ctx, algorithm, w, block):
+    """The algorithm of a nonblocking or persistent call (``block``: an Alltoall's)."""
+    def serves(name):
+        cls = ctx.algorithm_class(name)
+        return cls.nonblocking and (w is None or cls.variable)
+    name = algorithm or ctx.forced or AUTO
+    if name == AUTO or (name != algorithm and not serves(name)):
+        name = policy.choose(ctx, block, "alltoall" if w is None else "alltoallv")
+        name = name if serves(name) else "mpi"
+    if not serves(name):
+        raise AlgorithmError(f"{name} serves no nonblocking or persistent "
+                             f"{'Alltoall' if w is None else 'Alltoallv or Alltoallw'}; "
+                             f"these do: {', '.join(policy.nonblocking(w is not None))} "
+                             f"(or 'auto')")
+    return name
 
 
 _cached = {}   # communicator handle -> Communicator, for the Alltoall convenience

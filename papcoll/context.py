@@ -56,6 +56,7 @@ class Context:
         self.lock = threading.Lock()      # one call at a time: see Communicator.Alltoall
         self.algorithms, self.plans = {}, {}   # plans: algorithm= value -> Plan
         self.chosen = None                # the algorithm of the last call (api.py)
+        self.active = None                # the Request whose call is in progress (requests.py)
         self.broken = None                # the error that left peers in an unknown state
         self.node = self.cma = None
         self.closed = False

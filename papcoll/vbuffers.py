@@ -102,11 +102,11 @@ def _staged(side):
     return Blocks(np.empty(int(length.sum()), np.uint8), offset, length, moves)
 
 
-def _side(spec, nprocs, name, writable, w, what):
+def _side(spec, nprocs, name, receive, w, what):
     if spec is MPI.IN_PLACE:
         raise BufferSpecError(f"{what}: MPI.IN_PLACE is only valid as sendbuf, not as {name}")
     buf, counts, displs, types = _unpack(spec, name, w, what)
-    view = _bytes_of(buf, name, writable)
+    view = _bytes_of(buf, name, receive)
     if w:
         if isinstance(types, (MPI.Datatype, str)):
             types = [types] * nprocs
@@ -115,6 +115,48 @@ def _side(spec, nprocs, name, writable, w, what):
     else:
         one = _implied(buf, name)[0] if types is None else _datatype(types, f"{name} datatype")
         types = [one] * nprocs
+    key = (view.nbytes, nprocs, w, receive, _hashable(counts), _hashable(displs),
+           tuple(map(_fingerprint, types)))
+    layout = _layouts.get(key)
+    if layout is None:
+        layout = _layout(view, nprocs, counts, displs, types, name, w, what, receive)
+        if len(_layouts) >= 64:
+            _layouts.clear()
+        _layouts[key] = layout
+    counts, starts, offset, length, contiguous = layout
+    if contiguous:
+        return Blocks(view, offset, length, None)
+    base = view.ctypes.data
+    return _staged(Blocks(view, None, length,
+                          [(t, base + s, c) for c, s, t in zip(counts, starts, types)]))
+
+
+# What a side's checks found, by what decides them: the buffer's length, the counts and
+# displacements as given, and each datatype's extents, which decide the bounds (a datatype
+# freed and another made under its handle with the same extents is taken for the same typemap
+# by the overlap check alone). Calls repeat their specs; the checks cost more than a call.
+_layouts = {}
+
+
+def _hashable(value):
+    if value is None or isinstance(value, (int, np.integer)):
+        return value
+    try:
+        return tuple(value)
+    except TypeError:
+        return value          # refused by _layout
+
+
+def _fingerprint(datatype):
+    """What the checks of a datatype depend on (bounds, contiguity)."""
+    if datatype.is_predefined:
+        return datatype.handle
+    return (datatype.handle, datatype.Get_size(), datatype.Get_extent(),
+            datatype.Get_true_extent())
+
+
+def _layout(view, nprocs, counts, displs, types, name, w, what, receive):
+    """(counts, byte starts, offsets, lengths, contiguous) of a side, checked in full."""
     extent = types[0].Get_extent()[1]
     if counts is None:
         if w or extent <= 0 or view.nbytes % (extent * nprocs):
@@ -132,13 +174,7 @@ def _side(spec, nprocs, name, writable, w, what):
         displs = np.concatenate(([0], np.cumsum(counts)[:-1])).tolist()
     displs = [_integer(d, f"{what}: {name} displs[{q}]")
               for q, d in enumerate(_list(displs, nprocs, f"{name} displs", what))]
-    return _blocks(view, counts, [d if w else d * extent for d in displs], types, name, what,
-                   writable)
-
-
-def _blocks(view, counts, starts, types, name, what, receive):
-    """Blocks of ``view``: peer q's ``counts[q]`` x ``types[q]`` at byte ``starts[q]``."""
-    n = len(counts)
+    starts = [d if w else d * extent for d in displs]
     length = np.array([c * t.Get_size() for c, t in zip(counts, types)], np.uint64)
     contiguous = all(_check_contiguous(t) for c, t in zip(counts, types) if c)
     for q, (count, start, datatype) in enumerate(zip(counts, starts, types)):
@@ -147,15 +183,9 @@ def _blocks(view, counts, starts, types, name, what, receive):
             raise BufferSpecError(
                 f"{what}: {name}'s block for rank {q} ({count} x {_typename(datatype)} at byte "
                 f"{start}) reaches bytes {low} to {high}, outside the buffer's {view.nbytes}")
-    if contiguous:
-        blocks = Blocks(view, np.array(starts, np.uint64), length, None)
-    else:
-        base = view.ctypes.data
-        blocks = _staged(Blocks(view, None, length,
-                                [(t, base + s, c) for c, s, t in zip(counts, starts, types)]))
     if receive:
         _check_overlap(view, counts, starts, types, contiguous, name, what)
-    return blocks
+    return counts, starts, np.array(starts, np.uint64), length, contiguous
 
 
 def _touched(count, start, datatype):
@@ -177,23 +207,15 @@ def _check_overlap(view, counts, starts, types, contiguous, name, what):
                 raise BufferSpecError(f"{what}: {name}'s blocks from ranks {min(q1, q2)} and "
                                       f"{max(q1, q2)} overlap (bytes {s2} to {min(e1, e2)})")
         return
-    key = (view.nbytes, tuple(counts), tuple(starts), tuple(t.handle for t in types))
-    if key not in _covered:
-        if len(_covered) >= 16:
-            _covered.clear()
-        _covered[key] = _coverage(view.nbytes, counts, starts, types)
-    covered = _covered[key]
+    covered = _coverage(view.nbytes, counts, starts, types)
     if covered is not None:
         raise BufferSpecError(f"{what}: {name}'s blocks from ranks {covered[0]} and "
                               f"{covered[1]} overlap")
 
 
-_covered = {}   # (bytes, counts, starts, datatype handles) -> _coverage's answer
-
-
 def _coverage(nbytes, counts, starts, types):
     """The first two ranks whose receive blocks share a byte, or None: each block's typemap
-    marked by MPI_Unpack into a scratch array (kept: pencil transposes repeat their specs)."""
+    marked by MPI_Unpack into a scratch array."""
     owner = np.full(nbytes, -1, np.int64)
     mark = np.zeros(nbytes, np.uint8)
     for q, (count, start, datatype) in enumerate(zip(counts, starts, types)):

@@ -17,15 +17,26 @@ from .registry import Algorithm, register
 @register("mpi", "the MPI library's own MPI_Alltoall (baseline; waits are MPI's, not bounded)")
 class MpiAlltoall(Algorithm):
     def alltoall(self, send, recv):
-        recvspec = [recv.data, recv.block, MPI.BYTE]
-        sendspec = MPI.IN_PLACE if send is None else [send.data, send.block, MPI.BYTE]
-        self.ctx.comm.Alltoall(sendspec, recvspec)
+        self.ctx.comm.Alltoall(*self.specs(send, recv))
 
-    variable = True
+    variable = nonblocking = True
 
     def alltoallv(self, send, recv, specs):
         w, sendbuf, recvbuf = specs
         (self.ctx.comm.Alltoallw if w else self.ctx.comm.Alltoallv)(sendbuf, recvbuf)
+
+    def start(self, send, recv):
+        return Started(self.ctx.comm.Ialltoall(*self.specs(send, recv)))
+
+    def startv(self, send, recv, specs):
+        w, sendbuf, recvbuf = specs
+        return Started((self.ctx.comm.Ialltoallw if w else self.ctx.comm.Ialltoallv)(
+            sendbuf, recvbuf))
+
+    @staticmethod
+    def specs(send, recv):
+        recvspec = [recv.data, recv.block, MPI.BYTE]
+        return MPI.IN_PLACE if send is None else [send.data, send.block, MPI.BYTE], recvspec
 
     def plan(self, key, sendbuf, recvbuf, recv):
         if not isinstance(self.ctx.trace, NoTrace):     # a traced call is recorded in full
@@ -35,3 +46,17 @@ class MpiAlltoall(Algorithm):
 
     def plan_failed(self, plan, rc):
         raise MPI.Exception(-rc)
+
+
+class Started:
+    """A call MPI runs on (an MPI request): progressed, as MPI's always are, by MPI's own
+    Test and Wait (unbounded, like the blocking call's waits)."""
+
+    def __init__(self, request):
+        self.request = request
+
+    def test(self):
+        return self.request.Test()
+
+    def wait(self):
+        self.request.Wait()

@@ -93,10 +93,10 @@ class Exchange:
         from each)."""
         xport.start(c.s, self.epoch, self.adverts, self.sig, signature.code_of(self.sig), block)
 
-    def run(self, scheme, block, send, recv, slot=0):
-        """One call of Direct among these processes, of ``block`` bytes per peer, from
+    def launch(self, scheme, block, send, recv, slot=0):
+        """Start one call of Direct among these processes, of ``block`` bytes per peer, from
         ``send`` (a Message, never None here) to ``recv``: ``scheme`` COPY through slots of
-        ``slot`` bytes of the inbox, ZCOPY or STEP."""
+        ``slot`` bytes of the inbox, ZCOPY or STEP. Returns its :class:`Flight`."""
         c = self.prepare(scheme, block, slot)
         if scheme != xport.COPY:
             self.adverts += 1
@@ -105,21 +105,17 @@ class Exchange:
             xport.advert(c.s, *self.transport.expose(recv.data))
         c.s.src, c.s.lkey = address(send.data), self.transport.source_key(send.data)
         c.s.out = address(recv.data) if scheme == xport.COPY else None
-        try:
-            self.drive(c, "waiting for data" if scheme == xport.COPY else "waiting for peers")
-        except BaseException:
-            if scheme != xport.COPY:          # advertised: peers may still write into it
-                self.transport.pin(recv.data)
-            raise
-        self.transport.end_call()
+        return Flight(self, c, "waiting for data" if scheme == xport.COPY else "waiting for peers",
+                      exposed=None if scheme == xport.COPY else recv.data)
 
-    def run_var(self, send, recv, slot):
-        """One call of blocks of a length per peer (Alltoallv/w: vbuffers.Blocks ``send`` and
-        ``recv``, my own block already copied): a block of at most ``slot`` bytes goes into the
-        receiver's inbox as in the copy-based scheme, a larger one into the region of the
-        receive buffer the receiver advertised for it, as in the zero-copy scheme. Both ends
-        of a pair know the block's length, so they choose alike, and every call counts as
-        one of ``adverts`` on every rank, whether it advertises to anyone or not."""
+    def launch_var(self, send, recv, slot):
+        """Start one call of blocks of a length per peer (Alltoallv/w: vbuffers.Blocks
+        ``send`` and ``recv``, my own block already copied); its Flight. A block of at most
+        ``slot`` bytes goes into the receiver's inbox as in the copy-based scheme, a larger one
+        into the region of the receive buffer the receiver advertised for it, as in the
+        zero-copy scheme. Both ends of a pair know the block's length, so they choose alike,
+        and every call counts as one of ``adverts`` on every rank, whether it advertises to
+        anyone or not."""
         n, me, bank = self.size, self.rank, self.epoch % 2
         key = (bank, slot, send.offset.tobytes(), send.length.tobytes(),
                recv.offset.tobytes(), recv.length.tobytes())
@@ -145,14 +141,8 @@ class Exchange:
                              int(recv.length[peer]), where.rkey, peer)
         c.s.src, c.s.lkey = address(send.data), self.transport.source_key(send.data)
         c.s.out = address(recv.data)
-        try:
-            self.drive(c, "waiting for data", landed=None if recv.moves is None
-                       else recv.unpack_one)
-        except BaseException:
-            if exposed:
-                self.transport.pin(recv.data)
-            raise
-        self.transport.end_call()
+        return Flight(self, c, "waiting for data", exposed=recv.data if exposed else None,
+                      landed=None if recv.moves is None else recv.unpack_one)
 
     def prepare(self, scheme, block, slot, bank=None):
         """The engine's call for calls of this shape in ``bank`` (default: this call's)."""
@@ -197,6 +187,11 @@ class Exchange:
         them, ``gate.timeout()`` is the error at the deadline, ``gate.mismatch(i)`` the error
         of post i). ``landed(q)``: called between slices for each peer q whose block landed
         (short slices then, so that a block is taken as it lands)."""
+        progress.wait(self.stepper(c, what, gate, landed), self.deadline,
+                      lambda: self.error(c, what, gate), lambda: self.check(c, what, gate))
+
+    def stepper(self, c, what, gate=None, landed=None):
+        """The step of :meth:`drive`: run the engine for at most a slice; whether done."""
         tracing = self.trace.events
         todo = set(np.flatnonzero(c.waiting).tolist()) if landed else ()
         limit = CHECK_EVERY if landed is None else 1e-4
@@ -211,8 +206,7 @@ class Exchange:
             if rc not in (1, ETIMEDOUT):
                 self.failure(c, rc, what, gate)
             return rc == 1
-        progress.wait(step, self.deadline, lambda: self.error(c, what, gate),
-                      lambda: self.check(c, what, gate))
+        return step
 
     def check(self, c, what, gate=None):
         """Raise if a peer the call ``c`` (left by a slice in vain) awaits is known not to
@@ -302,8 +296,49 @@ class Exchange:
         c.s.nevents = 0
 
 
+class Flight:
+    """A call of an Exchange in progress (a nonblocking one between its start and its end):
+    ``test()`` moves it on as far as it can without waiting, ``wait()`` finishes it under the
+    call's deadline. ``exposed``: the receive buffer it advertised, which a broken call leaves
+    pinned (peers may still write into it)."""
+
+    def __init__(self, x, c, what, exposed=None, landed=None):
+        self.x, self.c, self.what, self.exposed = x, c, what, exposed
+        self.step = x.stepper(c, what, landed=landed)
+        self.done = False
+
+    def test(self):
+        """Whether the call is complete; raises its error, or at its deadline the timeout."""
+        x = self.x
+        self.guard(lambda: self.step(0) or (x.deadline.expired() and self.fail()))
+        return self.done
+
+    def fail(self):
+        self.x.check(self.c, self.what)       # a peer known not to come: its error first
+        raise self.x.error(self.c, self.what)
+
+    def wait(self):
+        x = self.x
+        self.guard(lambda: progress.wait(self.step, x.deadline, lambda: x.error(self.c, self.what),
+                                         lambda: x.check(self.c, self.what)))
+
+    def guard(self, run):
+        if self.done:
+            return
+        try:
+            if run():
+                self.done = True
+                self.x.transport.end_call()
+        except BaseException:
+            if self.exposed is not None:
+                self.x.transport.pin(self.exposed)
+            raise
+
+
 class OneSidedAlgorithm(Algorithm):
-    """An algorithm that is one Exchange over the whole communicator."""
+    """An algorithm that is one Exchange over the whole communicator; each call is a
+    :class:`Flight`, so it serves nonblocking calls too (``start``)."""
+    nonblocking = True
 
     def __init__(self, ctx):
         super().__init__(ctx)
@@ -318,15 +353,19 @@ class OneSidedAlgorithm(Algorithm):
     def close(self, collective=True):
         self.exchange.transport.close(collective)
 
+    def alltoall(self, send, recv):
+        self.start(send, recv).wait()
+
     def zero_copy(self, send, recv, scheme=""):
         """Direct's zero-copy scheme, PAP-aware or in step order (``direct``): advertise my
         receive buffer, write into every peer's as soon as it has advertised, wait for the
-        data; the blocks that land while peers are missing are noted as they do."""
+        data; the blocks that land while peers are missing are noted as they do. Returns the
+        call's Flight."""
         x = self.exchange
         x.begin(self.signature(recv.block, scheme))
         send = self.private_send(send, recv)
         self.copy_own(send, recv, x.rank)
-        x.run(xport.ZCOPY if self.pap else xport.STEP, recv.block, send, recv)
+        return x.launch(xport.ZCOPY if self.pap else xport.STEP, recv.block, send, recv)
 
     @staticmethod
     def private_send(send, recv):

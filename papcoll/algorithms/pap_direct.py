@@ -59,30 +59,32 @@ class PapDirect(OneSidedAlgorithm):
     def inbox_bytes(self, size):
         return 2 * size * self.slot              # two banks of a slot per peer
 
-    def alltoall(self, send, recv):
+    def start(self, send, recv):
         if recv.block <= self.slot:
-            self.copy_based(send, recv)
-        else:
-            self.zero_copy(send, recv, "zero-copy")
+            return self.copy_based(send, recv)
+        return self.zero_copy(send, recv, "zero-copy")
 
     def copy_based(self, send, recv):
         """Write my block for q into my slot of q's inbox (bank = the call's parity); copy q's
-        block out of its slot in mine once it has landed."""
+        block out of its slot in mine once it has landed. Returns the call's Flight."""
         x = self.exchange
         x.begin(self.signature(recv.block, "copy-based"))
         # In place, q's block would overwrite my block for q, which a put may still be reading
         # (verbs reads its source after the post, until complete()): send from a copy.
         source = self.private_send(send, recv)
         self.copy_own(send, recv, x.rank)
-        x.run(xport.COPY, recv.block, source, recv, self.slot)
+        return x.launch(xport.COPY, recv.block, source, recv, self.slot)
 
     def alltoallv(self, send, recv, specs):
+        self.startv(send, recv, specs).wait()
+
+    def startv(self, send, recv, specs):
         """Alltoallv/w: each pair's block by the scheme its length picks, both ends alike:
-        copy-based up to the slot, zero-copy above (Exchange.run_var)."""
+        copy-based up to the slot, zero-copy above (Exchange.launch_var)."""
         x = self.exchange
         x.begin(self.signature(0, "variable"))
         copy_own(send, recv, x.rank)
-        x.run_var(send, recv, self.slot)
+        return x.launch_var(send, recv, self.slot)
 
     def plan(self, key, sendbuf, recvbuf, recv):
         if not isinstance(self.ctx.trace, NoTrace) or recv.block > self.slot or not recv.block:
@@ -113,8 +115,8 @@ class PapDirectZeroCopy(PapDirect):
     def inbox_bytes(self, size):
         return 0
 
-    def alltoall(self, send, recv):
-        self.zero_copy(send, recv, "zero-copy")
+    def start(self, send, recv):
+        return self.zero_copy(send, recv, "zero-copy")
 
     def plan(self, key, sendbuf, recvbuf, recv):
         return None
@@ -123,7 +125,7 @@ class PapDirectZeroCopy(PapDirect):
 @register("pap_direct_copy", "PAP-aware Direct, copy-based scheme at every size")
 class PapDirectCopy(PapDirect):
     schemes = ("copy-based",)
-    variable = False
+    variable = nonblocking = False         # growing the inbox is a meeting
 
     def alltoall(self, send, recv):
         if recv.block > self.slot:      # every rank sees the same block size: grow together
@@ -139,4 +141,4 @@ class PapDirectCopy(PapDirect):
                                                           deadline, owner=self.name),
                                      range(self.ctx.size))
             self.exchange.epoch, self.exchange.adverts = old.epoch, old.adverts
-        self.copy_based(send, recv)
+        self.copy_based(send, recv).wait()

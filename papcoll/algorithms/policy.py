@@ -203,6 +203,12 @@ def variable():
     return sorted(name for name, cls in REGISTRY.items() if cls.variable)
 
 
+def nonblocking(variable=False):
+    """The algorithms that serve nonblocking and persistent calls (of Alltoallv too)."""
+    return sorted(name for name, cls in REGISTRY.items()
+                  if cls.nonblocking and (cls.variable or not variable))
+
+
 def kinds(topology):
     """The TABLE topologies that ``topology`` matches (the same on every rank)."""
     if len(topology.nodes) == 1:

@@ -23,6 +23,7 @@ class Algorithm:
     schemes = ("",)
     codes = {}
     variable = False          # serves Alltoallv and Alltoallw (alltoallv)
+    nonblocking = False       # serves calls that run on after they return (start, startv)
 
     def __init__(self, ctx):
         self.ctx = ctx
@@ -42,6 +43,16 @@ class Algorithm:
         """An Alltoallv or Alltoallw (``variable`` algorithms): ``send`` and ``recv`` are
         vbuffers.Blocks, checked, my own block already in place; ``specs``: (w, sendbuf,
         recvbuf) as the user passed them."""
+        raise NotImplementedError
+
+    def start(self, send, recv):
+        """``nonblocking`` algorithms: start the call ``alltoall`` would make; return an
+        object whose ``test()`` moves it on and says whether it is complete, and whose
+        ``wait()`` completes it (both raise its error)."""
+        raise NotImplementedError
+
+    def startv(self, send, recv, specs):
+        """The same for ``alltoallv``."""
         raise NotImplementedError
 
     def plan(self, key, sendbuf, recvbuf, recv):

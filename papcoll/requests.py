@@ -1,0 +1,181 @@
+"""Nonblocking and persistent alltoalls: :class:`Request`, with mpi4py's request verbs.
+
+``Communicator.Ialltoall`` (and ``Ialltoallv``, ``Ialltoallw``) starts a call and returns an
+active Request; ``Alltoall_init`` (and ``v``, ``w``) checks the buffers, chooses the algorithm
+and sets it up once -- collective and bounded, like any set-up -- and returns an inactive
+persistent Request, which each ``Start`` runs again on the same buffers (their contents may
+change between starts). A Request progresses when its ``Test`` or ``Wait`` runs; what moves
+without them depends on the algorithm (README "Nonblocking and persistent calls").
+
+One operation at a time per Communicator: its one-sided algorithms count their calls, so a
+second call -- blocking, nonblocking or a Start -- while a Request of the same Communicator is
+active raises CommunicatorStateError, before anything moves. Misuse is refused with a
+BufferSpecError naming it: a Start of an active Request, any use after ``Free``. A Request
+holds its buffers (buffer exports: Python refuses to resize or release them meanwhile) until
+``Free``, or, nonblocking, until complete. Requests are papcoll's, not MPI's: MPI's
+``Waitall`` cannot take them, and papcoll's :func:`waitall` takes both kinds.
+"""
+from mpi4py import MPI
+
+from .errors import BufferSpecError, CommunicatorStateError
+from .progress import Backoff
+
+
+class Request:
+    """A nonblocking (active from the start, done once complete) or persistent (started by
+    ``Start``) alltoall of a Communicator's context ``ctx``. ``start()`` starts the call: it
+    returns what the algorithm started (``test()``, ``wait()``)."""
+
+    def __init__(self, ctx, start, name, persistent, hold=()):
+        self.ctx, self._start, self.name, self.persistent = ctx, start, name, persistent
+        self._hold = list(hold)         # the buffers, held while the request may use them
+        self._op = None
+        self._freed = False
+
+    # ---- mpi4py's verbs -------------------------------------------------------------------
+
+    def Start(self):
+        self._usable("Start")
+        if not self.persistent:
+            raise BufferSpecError("Start: this request is nonblocking, not persistent "
+                                  "(make one with Alltoall_init)")
+        if self._op is not None:
+            raise BufferSpecError("Start: this persistent request is active; Wait (or Test "
+                                  "until it is complete) before starting it again")
+        self._begin()
+
+    def Test(self):
+        """Move the call on; whether it is complete (an inactive request: True)."""
+        self._usable("Test")
+        if self._op is None:
+            return True
+        return self._run(lambda op: op.test())
+
+    def Wait(self):
+        """Complete the call (bounded by PAPCOLL_TIMEOUT from its start; ``mpi``'s: MPI's)."""
+        self._usable("Wait")
+        if self._op is not None:
+            self._run(lambda op: op.wait() or True)
+
+    def Free(self):
+        """Release the request and its buffers; an active one must be completed first."""
+        self._usable("Free")
+        if self._op is not None:
+            raise BufferSpecError("Free: this request is active; Wait for it first")
+        self._freed = True
+        self._release()
+
+    @staticmethod
+    def Startall(requests):
+        for request in requests:
+            request.Start()
+
+    @staticmethod
+    def Waitall(requests):
+        waitall(requests)
+
+    @staticmethod
+    def Testall(requests):
+        return all([request.Test() for request in requests])
+
+    @property
+    def active(self):
+        return self._op is not None
+
+    # ---- inside ---------------------------------------------------------------------------
+
+    def _usable(self, verb):
+        if self._freed:
+            raise BufferSpecError(f"{verb}: this request was freed")
+
+    def _begin(self):
+        ctx = self.ctx
+        if not ctx.lock.acquire(blocking=False):
+            raise CommunicatorStateError("this papcoll.Communicator is in use by another thread")
+        try:
+            if ctx.closed or ctx.broken is not None:
+                raise CommunicatorStateError("this request's papcoll.Communicator is closed or "
+                                             "unusable after an earlier error")
+            if ctx.active is not None:
+                raise CommunicatorStateError(busy())
+            ctx.peers.calls += 1
+            ctx.chosen = self.name
+            try:
+                self._op = self._start()
+            except BaseException as err:
+                ctx.fail(err)
+                raise
+            ctx.active = self
+        finally:
+            ctx.lock.release()
+
+    def _run(self, step):
+        ctx = self.ctx
+        with ctx.lock:
+            try:
+                done = step(self._op)
+            except BaseException as err:
+                self._op, ctx.active = None, None
+                ctx.fail(err)
+                self._release()
+                raise
+            if done:
+                self._op, ctx.active = None, None
+                if not self.persistent:
+                    self._release()
+            return done
+
+    def _release(self):
+        """Drop every reference to the user's buffers (the parsed ones are in ``_start``)."""
+        self._hold.clear()
+        self._start = None
+
+
+class Done:
+    """A call complete when it starts (one process: a copy)."""
+
+    def test(self):
+        return True
+
+    def wait(self):
+        pass
+
+
+def busy():
+    return ("a nonblocking or persistent papcoll call of this Communicator is active: "
+            "complete it (Wait, or Test until complete) before the next call")
+
+
+def start(ctx, make, name, persistent, hold):
+    """A Request of ``ctx`` whose calls ``make()`` starts; a nonblocking one started now."""
+    request = Request(ctx, make, name, persistent, hold)
+    if not persistent:
+        request._begin()
+    return request
+
+
+def waitall(requests):
+    """Wait for every request: papcoll's Requests and MPI's (mpi4py) alike, each moved on in
+    turn, so that no papcoll call waits for one that needs its own Test to progress."""
+    pending = [r for r in requests if r is not None]
+    backoff = Backoff()
+    while pending:
+        left = [r for r in pending if not r.Test()]
+        if len(left) == len(pending):
+            backoff.pause()
+        else:
+            backoff.reset()
+        pending = left
+
+
+def hold(*specs):
+    """Buffer exports of the buffers in these specs, which keep them from being resized or
+    released while a request may use them."""
+    held = []
+    for spec in specs:
+        if spec is MPI.IN_PLACE:
+            continue
+        buf = spec[0] if isinstance(spec, (list, tuple)) else spec
+        held.append(memoryview(buf))
+    return held
+

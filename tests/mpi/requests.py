@@ -1,0 +1,195 @@
+"""MPI worker for tests/test_requests.py: ``requests.py persistent|nonblocking|misuse ALGORITHM``.
+
+persistent: Alltoall_init, Alltoallv_init (IN_PLACE too) and Alltoallw_init (a strided type)
+    started STARTS times each with the send data changed between starts, every result checked
+    against MPI's own call on the same data; Startall/Waitall over two Communicators. Prints
+    PERSISTENT ok.
+nonblocking: Ialltoall, Ialltoallv and Ialltoallw at several sizes, Tested in a loop while the
+    process computes (and waits a random time first), against MPI's; papcoll.waitall over a
+    papcoll request and an MPI one. Prints NONBLOCKING ok.
+misuse: a Start of an active request, a Start of a nonblocking one, Free while active, any use
+    after Free (BufferSpecError); a blocking call while a request is active
+    (CommunicatorStateError); resizing a buffer under a persistent request (Python's
+    BufferError); then the Communicator still works. Prints MISUSE ok.
+"""
+import random
+import sys
+import time
+
+import numpy as np
+from mpi4py import MPI
+
+import papcoll
+from papcoll.errors import BufferSpecError, CommunicatorStateError
+
+world = MPI.COMM_WORLD
+rank, size = world.Get_rank(), world.Get_size()
+mode, algorithm = sys.argv[1], sys.argv[2]
+STARTS = int(sys.argv[3]) if len(sys.argv) > 3 else 1000
+
+
+def fill(buf, salt):
+    """Elements that say source, destination, index and the start they belong to."""
+    n = buf.size // size
+    for q in range(size):
+        buf[q * n:(q + 1) * n] = (rank * 100_000 + q * 1000 + np.arange(n) + salt) % 2**31
+
+
+def persistent():
+    rng = random.Random(5)
+    with papcoll.Communicator(world) as pc:
+        for block in (1, 37, 5000):
+            send = np.zeros(block * size, np.int32)
+            recv, want = np.zeros((2, block * size), np.int32)
+            req = pc.Alltoall_init(send, recv, algorithm=algorithm)
+            for k in range(STARTS if block == 1 else STARTS // 10):
+                fill(send, k)
+                world.Alltoall(send, want)
+                time.sleep(rng.random() * 1e-4 * ((rank + k) % size))
+                req.Start()
+                req.Wait()
+                assert np.array_equal(recv, want), (block, k)
+            req.Free()
+        # Alltoallv, counts that differ by direction, and in place (symmetric counts)
+        counts = [(rank * 3 + q * 5) % 7 for q in range(size)]
+        into = [(q * 3 + rank * 5) % 7 for q in range(size)]
+        send = np.zeros(sum(counts), np.float64)
+        recv, want = np.zeros((2, sum(into)), np.float64)
+        req = pc.Alltoallv_init([send, counts], [recv, into], algorithm=algorithm)
+        sym = [(rank + q) % 4 for q in range(size)]
+        inplace, inplace_want = np.zeros((2, sum(sym)), np.float64)
+        req2 = pc.Alltoallv_init(MPI.IN_PLACE, [inplace, sym], algorithm=algorithm)
+        vec = MPI.DOUBLE.Create_vector(2, 1, 2).Commit()
+        wsend, wrecv, wwant = np.zeros((3, 4 * size), np.float64)
+        spec = ([1] * size, [32 * q for q in range(size)])
+        req3 = pc.Alltoallw_init([wsend, spec, [vec] * size], [wrecv, spec, [vec] * size],
+                                 algorithm=algorithm)
+        for k in range(STARTS // 10):
+            send[:] = np.arange(send.size) + 1000 * rank + k
+            world.Alltoallv([send, counts], [want, into])
+            req.Start()
+            req.Wait()
+            assert np.array_equal(recv, want), k
+            inplace[:] = np.arange(inplace.size) * (rank + 1) + k
+            inplace_want[:] = inplace
+            world.Alltoallv(MPI.IN_PLACE, [inplace_want, sym])
+            req2.Start()
+            while not req2.Test():
+                pass
+            assert np.array_equal(inplace, inplace_want), k
+            wsend[:] = np.arange(wsend.size) + 10 * rank + k
+            wwant[:] = wrecv[:] = -1
+            world.Alltoallw([wsend, spec, [vec] * size], [wwant, spec, [vec] * size])
+            papcoll.Request.Startall([req3])
+            papcoll.Request.Waitall([req3])
+            assert np.array_equal(wrecv, wwant), k
+        for r in (req, req2, req3):
+            r.Free()
+        vec.Free()
+        # two Communicators' requests in flight at once
+        with papcoll.Communicator(world.Dup()) as other:
+            a, b = np.zeros((2, size), np.int64)
+            src = np.arange(size, dtype=np.int64) + 10 * rank
+            reqs = [pc.Alltoall_init(src, a, algorithm=algorithm),
+                    other.Alltoall_init(src, b, algorithm=algorithm)]
+            papcoll.Request.Startall(reqs)
+            papcoll.Request.Waitall(reqs)
+            assert list(a) == list(b) == [10 * q + rank for q in range(size)], (a, b)
+            for r in reqs:
+                r.Free()
+    print("PERSISTENT ok", flush=True)
+
+
+def compute(ms):
+    """About ``ms`` ms of work that needs the CPU."""
+    m = np.random.default_rng(rank).random((64, 64))
+    end = time.perf_counter() + ms / 1000
+    while time.perf_counter() < end:
+        m = m @ m
+        m /= np.abs(m).max() + 1
+    return m
+
+
+def nonblocking():
+    rng = random.Random(rank)
+    with papcoll.Communicator(world) as pc:
+        for block in (0, 8, 4097, 70_000, 300_000):
+            for _ in range(3):
+                send = np.arange(block * size, dtype=np.uint8) * (rank + 1)
+                recv, want = np.zeros((2, block * size), np.uint8)
+                world.Alltoall(send, want)
+                time.sleep(rng.random() * 0.002)
+                req = pc.Ialltoall(send, recv, algorithm=algorithm)
+                tests = 0
+                while not req.Test():
+                    compute(0.2)
+                    tests += 1
+                assert np.array_equal(recv, want), block
+                req.Wait()                      # complete: returns at once
+        counts = [(rank + q) % 3 * 1000 for q in range(size)]
+        into = [(q + rank) % 3 * 1000 for q in range(size)]
+        send = np.arange(sum(counts), dtype=np.int16)
+        recv, want = np.zeros((2, sum(into)), np.int16)
+        world.Alltoallv([send, counts], [want, into])
+        req = pc.Ialltoallv([send, counts], [recv, into], algorithm=algorithm)
+        while not req.Test():
+            compute(0.1)
+        assert np.array_equal(recv, want)
+        vec = MPI.SHORT.Create_vector(2, 1, 3).Commit()
+        spec = ([1] * size, [12 * q for q in range(size)])
+        wsend = np.arange(6 * size, dtype=np.int16) + rank
+        wrecv, wwant = np.full((2, 6 * size), -1, np.int16)
+        world.Alltoallw([wsend, spec, [vec] * size], [wwant, spec, [vec] * size])
+        req = pc.Ialltoallw([wsend, spec, [vec] * size], [wrecv, spec, [vec] * size],
+                            algorithm=algorithm)
+        req.Wait()
+        assert np.array_equal(wrecv, wwant)
+        vec.Free()
+        # papcoll's waitall over a papcoll request and an MPI one
+        other = world.Dup()
+        a, b = np.zeros((2, size), np.int32)
+        src = np.arange(size, dtype=np.int32) + 10 * rank
+        papcoll.waitall([pc.Ialltoall(src, a, algorithm=algorithm), other.Ialltoall(src, b)])
+        assert list(a) == list(b) == [10 * q + rank for q in range(size)], (a, b)
+        other.Free()
+    print("NONBLOCKING ok", flush=True)
+
+
+def refused(what, error, call):
+    try:
+        call()
+    except error as err:
+        assert what in str(err), (what, str(err))
+        return
+    raise AssertionError(f"not refused: {what}")
+
+
+def misuse():
+    with papcoll.Communicator(world) as pc:
+        send = np.arange(size, dtype=np.int32)
+        recv = np.zeros(size, np.int32)
+        req = pc.Alltoall_init(send, recv, algorithm=algorithm)
+        req.Start()
+        refused("is active", BufferSpecError, req.Start)
+        refused("is active", CommunicatorStateError, lambda: pc.Alltoall(send, recv))
+        refused("is active", CommunicatorStateError, lambda: pc.Ialltoall(send, recv))
+        refused("Wait for it first", BufferSpecError, req.Free)
+        req.Wait()
+        req.Free()
+        for verb in (req.Start, req.Wait, req.Test, req.Free):
+            refused("was freed", BufferSpecError, verb)
+        nb = pc.Ialltoall(send, recv, algorithm=algorithm)
+        refused("not persistent", BufferSpecError, nb.Start)
+        nb.Wait()
+        buf = bytearray(4 * size)
+        out = bytearray(4 * size)
+        held = pc.Alltoall_init([buf, MPI.INT], [out, MPI.INT], algorithm=algorithm)
+        refused("", BufferError, lambda: buf.extend(b"0000"))     # cannot move under it
+        held.Free()
+        buf.extend(b"0000")                                      # released by Free
+        pc.Alltoall(send, recv, algorithm=algorithm)
+        assert list(recv) == [rank] * size, recv
+    print("MISUSE ok", flush=True)
+
+
+{"persistent": persistent, "nonblocking": nonblocking, "misuse": misuse}[mode]()

@@ -1,0 +1,36 @@
+"""Nonblocking and persistent alltoalls (papcoll.Request), against MPI's own calls on the same
+data (tests/mpi/requests.py says what each mode checks)."""
+import pytest
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("nprocs,node_size,algorithm", [
+    (1, 1, "pap_direct"), (2, 1, "pap_direct"), (3, 2, "pap_direct"), (4, 2, "auto"),
+    (5, 3, "pap_direct"), (3, 1, "mpi")])
+def test_persistent_requests_started_a_thousand_times(run_mpi, nprocs, node_size, algorithm):
+    res = run_mpi(nprocs, "requests.py", "persistent", algorithm, 1000,
+                  env={"PAPCOLL_NODE_SIZE": str(node_size), "PAPCOLL_COPY_THRESHOLD": "4096"},
+                  timeout=300)
+    assert res.returncode == 0, res.stdout[-4000:]
+    assert res.stdout.count("PERSISTENT ok") == nprocs, res.stdout[-4000:]
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("nprocs,node_size,algorithm", [
+    (1, 1, "pap_direct"), (2, 2, "pap_direct"), (3, 1, "pap_direct"), (4, 2, "auto"),
+    (5, 2, "pap_direct"), (4, 1, "mpi")])
+def test_nonblocking_requests_tested_while_computing(run_mpi, nprocs, node_size, algorithm):
+    res = run_mpi(nprocs, "requests.py", "nonblocking", algorithm,
+                  env={"PAPCOLL_NODE_SIZE": str(node_size), "PAPCOLL_COPY_THRESHOLD": "4096"},
+                  timeout=300)
+    assert res.returncode == 0, res.stdout[-4000:]
+    assert res.stdout.count("NONBLOCKING ok") == nprocs, res.stdout[-4000:]
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("nprocs,algorithm", [(1, "pap_direct"), (3, "pap_direct"),
+                                              (2, "mpi")])
+def test_request_misuse_is_refused(run_mpi, nprocs, algorithm):
+    res = run_mpi(nprocs, "requests.py", "misuse", algorithm, timeout=120)
+    assert res.returncode == 0, res.stdout[-4000:]
+    assert res.stdout.count("MISUSE ok") == nprocs, res.stdout[-4000:]
