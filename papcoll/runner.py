@@ -8,10 +8,11 @@ module whose attributes can be rebound. So before the program starts, ``MPI.COMM
 ``Alltoall`` is papcoll's (``api.communicator_of``: set up at the first call on a communicator,
 closed when the program frees it) -- and every communicator made from them by ``Dup``,
 ``Clone``, ``Split``, ``Split_type``, ``Create``, ``Create_group``, ``Create_cart`` and a
-Cartesian communicator's ``Sub`` is routed the same way. Everything else is mpi4py's own: the
-other collectives, and ``Alltoallv``, ``Alltoallw`` and the nonblocking and persistent
-alltoalls, which papcoll does not serve yet (``PAPCOLL_SUMMARY`` counts the blocking ones, as
-served by ``mpi``). An uncaught exception aborts the job, as under ``python -m mpi4py``.
+Cartesian communicator's ``Sub`` is routed the same way; so are their ``Alltoallv`` and
+``Alltoallw``. Everything else is mpi4py's own: the other collectives, and the nonblocking and
+persistent alltoalls -- papcoll's requests are not MPI requests, and a program may pass them
+to MPI's ``Waitall``, ``Testany``... with its other requests, which would neither know nor move
+them. An uncaught exception aborts the job, as under ``python -m mpi4py``.
 
 Limits (README: "Unmodified programs"): a communicator the program gets other than through
 these -- ``MPI.Intracomm(handle)``, ``MPI.Comm.f2py``, an inter-communicator's ``Merge``, a
@@ -65,22 +66,21 @@ class _Routed:
     and, with PAPCOLL_SUMMARY, the counts of the alltoalls."""
 
     def Alltoall(self, sendbuf, recvbuf):
-        pc = api.communicator_of(self)
-        if _stats is None:     # from now on this object's Alltoall is papcoll's, with no detour
-            self.Alltoall = pc.Alltoall
-            return pc.Alltoall(sendbuf, recvbuf)
-        return _counted("Alltoall", pc.Alltoall, sendbuf, recvbuf, lambda: pc.chosen)
+        return self._papcoll("Alltoall", sendbuf, recvbuf)
 
     def Alltoallv(self, sendbuf, recvbuf):
-        return self._mpi("Alltoallv", MPI.Comm.Alltoallv, sendbuf, recvbuf)
+        return self._papcoll("Alltoallv", sendbuf, recvbuf)
 
     def Alltoallw(self, sendbuf, recvbuf):
-        return self._mpi("Alltoallw", MPI.Comm.Alltoallw, sendbuf, recvbuf)
+        return self._papcoll("Alltoallw", sendbuf, recvbuf)
 
-    def _mpi(self, kind, call, sendbuf, recvbuf):
-        if _stats is None:
-            return call(self, sendbuf, recvbuf)
-        return _counted(kind, lambda s, r: call(self, s, r), sendbuf, recvbuf, lambda: "mpi")
+    def _papcoll(self, kind, sendbuf, recvbuf):
+        pc = api.communicator_of(self)
+        call = getattr(pc, kind)
+        if _stats is None:     # from now on this object's method is papcoll's, with no detour
+            setattr(self, kind, call)
+            return call(sendbuf, recvbuf)
+        return _counted(kind, call, sendbuf, recvbuf, lambda: pc.chosen)
 
     def Split(self, color=0, key=0):
         return _routed(MPI.Intracomm.Split(self, color, key))

@@ -36,8 +36,10 @@ def test_an_unmodified_program_runs_through_papcoll_alike(nprocs, node_size):
         assert "mpi" not in chosen, row[3]
     elif nprocs > 1:                  # across nodes MPI's for these sizes, not on a node's comm
         assert int(chosen.get("shm_pap", 0)) >= nprocs, row[3]
-    assert re.search(r"^  Alltoallv +%d +\d+ +[\d.]+  mpi x %d$" % (nprocs, nprocs),
-                     routed.stdout, re.M), routed.stdout[-4000:]
+    for kind, calls in (("Alltoallv", nprocs), ("Alltoallw", nprocs)):
+        row = re.search(r"^  %s +(\d+) +\d+ +[\d.]+  (.*)$" % kind, routed.stdout, re.M)
+        assert row and int(row[1]) == calls, routed.stdout[-4000:]
+        assert set(dict(re.findall(r"(\w+) x (\d+)", row[2]))) <= set(papcoll.algorithms)
     assert "papcoll run" not in plain.stdout
     quiet = launch(nprocs, ["-m", "papcoll", "run", PROGRAM], env=env, timeout=120, runner=())
     assert quiet.returncode == 0, quiet.stdout[-4000:]
