@@ -134,17 +134,40 @@ class Slabs:
         return complex(u[z[mine] - self.z0, y[mine], x[mine]].sum())
 
 
-def _alltoall_for(algorithm, comm):
+def _alltoall_for(algorithm, comm, persistent=False):
     """papcoll.Alltoall on ``comm`` with ``algorithm`` (None or ``auto``: papcoll's own choice);
-    for the baseline ``mpi``, the MPI library's own, called as an mpi4py program calls it. The
-    name is checked here to fail cleanly on every rank (papcoll on one process never looks it
-    up)."""
+    for the baseline ``mpi``, the MPI library's own, called as an mpi4py program calls it;
+    ``persistent``: the same as a persistent request (:class:`Persistent`). The name is checked
+    here to fail cleanly on every rank (papcoll on one process never looks it up)."""
     if algorithm not in (None, AUTO) and algorithm not in papcoll.algorithms:
         raise ValueError(f"unknown algorithm {algorithm!r}; papcoll has: "
                          f"{', '.join(sorted(papcoll.algorithms))}, or {AUTO} (its own choice)")
+    if persistent:
+        if algorithm == "mpi":
+            return Persistent(comm.Alltoall_init)
+        pc = papcoll.api.communicator_of(comm)
+        return Persistent(lambda send, recv: pc.Alltoall_init(send, recv, algorithm=algorithm))
     if algorithm == "mpi":
         return comm.Alltoall
     return lambda sendbuf, recvbuf: papcoll.Alltoall(comm, sendbuf, recvbuf, algorithm=algorithm)
+
+
+class Persistent:
+    """The transposes as one persistent alltoall on the slabs' fixed buffers: made by
+    ``init(send, recv)`` at the first (untimed) transpose, then started and waited for."""
+
+    def __init__(self, init):
+        self.init, self.request = init, None
+
+    def __call__(self, send, recv):
+        if self.request is None:
+            self.request = self.init(send, recv)
+        self.request.Start()
+        self.request.Wait()
+
+    def free(self):
+        if self.request is not None:
+            self.request.Free()
 
 
 def mops(ntotal, niter, seconds):
@@ -153,10 +176,11 @@ def mops(ntotal, niter, seconds):
     return 1e-6 * ntotal * (14.8157 + 7.19641 * ln + (5.23518 + 7.21113 * ln) * niter) / seconds
 
 
-def run_ft(comm, cls, algorithm=None, imbalance=0.0, seed=1):
+def run_ft(comm, cls, algorithm=None, imbalance=0.0, seed=1, persistent=False):
     """Run NPB FT class ``cls`` on ``comm`` (collective); return the results, the same on every
-    rank. ``imbalance``/``seed``: see Slabs. Raises ValueError for an unusable class, process
-    count or algorithm, on every rank alike."""
+    rank. ``imbalance``/``seed``: see Slabs; ``persistent``: the transposes are one persistent
+    alltoall. Raises ValueError for an unusable class, process count or algorithm, on every
+    rank alike."""
     if cls not in CLASSES:
         raise ValueError(f"unknown class {cls!r}; NPB FT classes here: {', '.join(CLASSES)}")
     ref = CLASSES[cls]
@@ -165,7 +189,7 @@ def run_ft(comm, cls, algorithm=None, imbalance=0.0, seed=1):
     if nprocs & (nprocs - 1) or ny % nprocs or nz % nprocs:
         raise ValueError(f"class {cls} runs on a power-of-two number of processes that divides "
                          f"ny={ny} and nz={nz} (slab decomposition), not on {nprocs}")
-    slabs = Slabs(nx, ny, nz, rank, nprocs, _alltoall_for(algorithm, comm))
+    slabs = Slabs(nx, ny, nz, rank, nprocs, _alltoall_for(algorithm, comm, persistent))
 
     # Like NPB, set up once untimed so first-touch and first-call costs stay out of the timing.
     slabs.forward(initial_conditions(nx, ny, nz, slabs.z0, slabs.nzl))
@@ -180,6 +204,8 @@ def run_ft(comm, cls, algorithm=None, imbalance=0.0, seed=1):
         u = slabs.inverse(spec)
         sums.append(comm.allreduce(slabs.checksum(u)) / (nx * ny * nz))
     elapsed = time.perf_counter() - start
+    if persistent:
+        slabs.alltoall.free()
 
     times = comm.allgather((elapsed, slabs.alltoall_time, slabs.injected))
     seconds = max(t[0] for t in times)
@@ -188,7 +214,8 @@ def run_ft(comm, cls, algorithm=None, imbalance=0.0, seed=1):
     errors = [abs((s - e) / e) for s, e in zip(sums, expected)]
     return {
         "benchmark": "FT", "class": cls, "nx": nx, "ny": ny, "nz": nz, "niter": niter,
-        "nprocs": nprocs, "algorithm": algorithm, "alltoall_calls": niter + 1,
+        "nprocs": nprocs, "algorithm": algorithm, "persistent": persistent,
+        "alltoall_calls": niter + 1,
         "block_bytes": slabs.send[0].nbytes,
         "imbalance": imbalance, "imbalance_seed": seed,
         "imbalance_injected_max": max(t[2] for t in times),
@@ -217,7 +244,8 @@ def report(r):
         f" Size                : {r['nx']:4d}x{r['ny']:4d}x{r['nz']:4d}  (class {r['class']})",
         f" Iterations          : {r['niter']:12d}",
         f" Number of processes : {r['nprocs']:12d}",
-        f" Alltoall algorithm  : {algorithm:>12}",
+        f" Alltoall algorithm  : {algorithm:>12}"
+        + ("  (one persistent request)" if r.get("persistent") else ""),
         f" Alltoall block      : {r['block_bytes']:12d} bytes per peer, {r['alltoall_calls']} calls",
         f" Imbalance           : {imbalance}", "",
     ]
@@ -254,6 +282,9 @@ def add_arguments(parser):
                         help="sleep a random uniform [0, SECONDS] on each rank before each "
                              "transpose (default 0)")
     parser.add_argument("--seed", type=int, default=1, help="seed of the imbalance delays")
+    parser.add_argument("--persistent", action="store_true",
+                        help="make the transposes one persistent alltoall (Alltoall_init; "
+                             "MPI's own for --algorithm mpi), started for each")
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
 
 
@@ -261,7 +292,8 @@ def run(args):
     """Run from parsed options on MPI.COMM_WORLD; rank 0 prints. Exit status 0 iff verified."""
     comm = MPI.COMM_WORLD
     try:
-        result = run_ft(comm, args.cls, args.algorithm, args.imbalance, args.seed)
+        result = run_ft(comm, args.cls, args.algorithm, args.imbalance, args.seed,
+                        args.persistent)
     except ValueError as err:
         if comm.Get_rank() == 0:
             print(f"papcoll.bench ft: error: {err}", file=sys.stderr, flush=True)

@@ -166,3 +166,15 @@ def test_larger_classes_verify(cls, nprocs):
     proc = mpirun(nprocs, "--class", cls, "--algorithm", "mpi", timeout=900)
     assert proc.returncode == 0, proc.stdout
     assert "VERIFICATION SUCCESSFUL" in proc.stdout
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("nprocs,algorithm", [(1, "auto"), (2, "mpi"), (4, "pap_direct"),
+                                              (4, "auto")])
+def test_persistent_transposes_verify(tmp_path, nprocs, algorithm):
+    out = tmp_path / "ft.json"
+    proc = mpirun(nprocs, "--class", "S", "--algorithm", algorithm, "--persistent",
+                  "--json", str(out))
+    assert proc.returncode == 0, proc.stdout
+    assert "VERIFICATION SUCCESSFUL" in proc.stdout and "(one persistent request)" in proc.stdout
+    assert json.loads(out.read_text())["persistent"] is True
