@@ -84,7 +84,8 @@ def add_arguments(parser):
     parser.add_argument("--variant", choices=VARIANTS, default="alltoall",
                         help="the call timed: alltoall (default), v (Alltoallv, random counts "
                              "of mean SIZE bytes), w (Alltoallw: a pencil FFT step of a "
-                             "SIZE^3 complex128 array, SIZE a multiple of N; see variants.py)")
+                             "SIZE^3 complex128 array, SIZE a multiple of N), persistent "
+                             "(Alltoall as a persistent request; see variants.py)")
     parser.add_argument("--phases", action="store_true",
                         help="record each call's phases (gather, masters, scatter: the "
                              "hierarchical algorithms) and report their mean times; the "
@@ -185,12 +186,14 @@ def measure(pc, args, names, offset, progress):
                                    *zip(*gathered),
                                    chosen=chosen(pc, args.variant, size))
         this.free()
+    for call in calls:
+        getattr(call, "free", lambda: None)()
     return t_msgs, rows
 
 
 def chosen(pc, variant, size):
     """What ``auto`` runs for this variant at this size."""
-    if variant == "alltoall":
+    if variant in ("alltoall", "persistent"):
         return policy.choose(pc._context(), size)
     return policy.choose(pc._context(), None, "alltoallv")
 
@@ -210,7 +213,7 @@ def run(args):
         nodes, ppn, emulated = len(topo.nodes), topo.ppn, topo.emulated
         everything = sorted(papcoll.algorithms, key=lambda name: name != "mpi") + [AUTO]
         names, skipped = usable_algorithms(pc, args.algorithms or everything)
-        if args.variant != "alltoall":
+        if args.variant in ("v", "w"):
             for name in [n for n in names if n != AUTO and not papcoll.algorithms[n].variable]:
                 names.remove(name)
                 skipped[name] = f"{name} serves no Alltoallv or Alltoallw"

@@ -39,6 +39,9 @@ def add_arguments(parser):
                         help=f"algorithms to measure (default: all that run here, and {AUTO})")
     parser.add_argument("--iterations", type=integer(1), default=200,
                         help="measured late calls per size and algorithm (default 200)")
+    parser.add_argument("--variant", choices=("alltoall", "persistent"), default="alltoall",
+                        help="the call: alltoall (default) or persistent (one persistent "
+                             "request per algorithm, started and waited for)")
     parser.add_argument("--delay", type=float, default=3e-3,
                         help="seconds the late process waits before its call (default 0.003)")
 
@@ -72,7 +75,7 @@ def run(args):
         names = args.algorithms or list(dict.fromkeys(["mpi", *papcoll.algorithms, AUTO]))
         names, skipped = usable_algorithms(pc, names)
         if rank == 0:
-            print(f"# papcoll cost: N={size}, transport {chosen_transport()}, "
+            print(f"# papcoll cost ({args.variant}): N={size}, transport {chosen_transport()}, "
                   f"{args.iterations} late calls per cell, late by {args.delay * 1e3:g} ms")
             for name, why in skipped.items():
                 print(f"# skipped {name}: {why}")
@@ -81,7 +84,9 @@ def run(args):
             bufs = buffers(rank, size, nbytes)
             base = None
             for name in names:
-                cpu, wall = measure(pc, caller(pc, name, "alltoall"), bufs, args.iterations, args.delay)
+                call = caller(pc, name, args.variant)
+                cpu, wall = measure(pc, call, bufs, args.iterations, args.delay)
+                getattr(call, "free", lambda: None)()
                 base = cpu if name == "mpi" else base
                 report(rank, nbytes, name, cpu, wall, base)
             if chosen_transport() == "verbs":

@@ -7,13 +7,16 @@ a call takes, how to clear the receive side, and whether it holds what it must.
 * ``w``: Alltoallw, one step of a pencil FFT: a complex128 array of SIZE^3 elements held as
   slabs of SIZE/N planes goes to pencils (3-D subarray datatypes on both sides, one per
   peer); SIZE must be a multiple of N.
+* ``persistent``: ``alltoall``'s call as one persistent request per algorithm (made at the
+  first call, untimed in the benchmarks' warm-up; MPI's own ``Alltoall_init`` for ``mpi``),
+  started and waited for.
 """
 import numpy as np
 from mpi4py import MPI
 
 from .arrival_measure import block_value, buffers
 
-VARIANTS = ("alltoall", "v", "w")
+VARIANTS = ("alltoall", "v", "w", "persistent")
 
 
 class Case:
@@ -37,7 +40,7 @@ class Case:
 
 
 def case(variant, rank, nprocs, size, seed=1):
-    if variant == "alltoall":
+    if variant in ("alltoall", "persistent"):
         send, recv, want = buffers(rank, nprocs, size)
         return Case(send, recv, recv, want)
     if variant == "v":
@@ -71,9 +74,33 @@ def caller(pc, name, variant):
     """How the benchmark calls ``name`` for ``variant``: ``mpi`` as an mpi4py program calls its
     MPI library (on the same communicator, no papcoll code in the way), everything else --
     ``auto`` too -- through papcoll.Communicator."""
+    if variant == "persistent":
+        init = (lambda s, r: MPI.Intracomm.Alltoall_init(pc, s, r)) if name == "mpi" else \
+            (lambda s, r: pc.Alltoall_init(s, r, algorithm=name))
+        return Persistent(init)
     method = {"alltoall": "Alltoall", "v": "Alltoallv", "w": "Alltoallw"}[variant]
     if name == "mpi":
         plain = getattr(MPI.Intracomm, method)
         return lambda send, recv: plain(pc, send, recv)
     mine = getattr(pc, method)
     return lambda send, recv: mine(send, recv, algorithm=name)
+
+
+class Persistent:
+    """A call as a persistent request on its buffers, made at the first call on them (and
+    made again, the old one freed, for other buffers); ``free()`` frees it."""
+
+    def __init__(self, init):
+        self.init, self.request, self.buffers = init, None, None
+
+    def __call__(self, send, recv):
+        if self.buffers is None or self.buffers[0] is not send or self.buffers[1] is not recv:
+            self.free()
+            self.request, self.buffers = self.init(send, recv), (send, recv)
+        self.request.Start()
+        self.request.Wait()
+
+    def free(self):
+        if self.request is not None:
+            self.request.Free()
+            self.request = self.buffers = None

@@ -90,6 +90,14 @@ int pc_mpi_alltoall(const void *send, int count, void *recv, intptr_t comm)
                         PC_HANDLE(MPI_Comm, comm));
 }
 
+int pc_mpi_alltoallv(const void *send, const struct pc_vshape *s, void *recv,
+                     const struct pc_vshape *r, intptr_t comm)
+{
+    return MPI_Alltoallv(send, s->icounts, s->idispls, PC_HANDLE(MPI_Datatype, s->mpi_type),
+                         recv, r->icounts, r->idispls, PC_HANDLE(MPI_Datatype, r->mpi_type),
+                         PC_HANDLE(MPI_Comm, comm));
+}
+
 static int mpi_fail(struct pc_xport *x, size_t peer, int rc)
 {
     return pc_xport_fail(x, peer, rc, 0);

@@ -198,6 +198,12 @@ int pc_mpi_library(char *out, size_t size);
  * MPI_IN_PLACE: the MPI error code. The ``mpi`` algorithm's plan (papcoll_call.c). */
 int pc_mpi_alltoall(const void *send, int count, void *recv, intptr_t comm);
 
+/* MPI_Alltoallv on comm, each side's counts, displacements and datatype as a plan's
+ * vshape says: the MPI error code. */
+struct pc_vshape;
+int pc_mpi_alltoallv(const void *send, const struct pc_vshape *s, void *recv,
+                     const struct pc_vshape *r, intptr_t comm);
+
 /* ---- the engine: one call of PAP Direct ------------------------------------------------ */
 
 #define PC_COPY 1   /* copy-based: write into the peer's inbox; its data found = it arrived */
@@ -325,6 +331,24 @@ int pc_xcall_run(struct pc_xcall *c, int64_t timeout_ns);
 #define PC_PLAN_ENGINE 2  /* copy-based PAP Direct: the engine, one prepared call per bank */
 #define PC_PLAN_MPI 3     /* mpi: the MPI library's MPI_Alltoall */
 #define PC_PLAN_HIER 4    /* shm_direct, pap_shm_direct: gather, masters, scatter (one round) */
+#define PC_PLAN_MPIV 5    /* mpi's Alltoallv: the MPI library's MPI_Alltoallv */
+#define PC_PLAN_VAR 6     /* pap_direct's Alltoallv: the engine's PC_VAR call, every block in
+                           * the inbox (one prepared call per bank) */
+
+/* One side (send, receive) of the Alltoallv calls a plan takes: the spec's counts and
+ * displacements in elements (n each; displs_given 0: the spec gives none, and the blocks are
+ * packed), the datatype object it names (NULL: the buffer's format, of itemsize bytes, says
+ * it), the buffer's length; for MPI, the counts and displacements as ints and the datatype's
+ * handle value (as in pc_mpi_open). */
+struct pc_vshape {
+    int64_t nbytes, itemsize;
+    char format[16];
+    void *datatype;
+    int displs_given;
+    const int64_t *counts, *displs;
+    const int *icounts, *idispls;
+    intptr_t mpi_type;
+};
 
 /* One round of a hierarchical call (papcoll/algorithms/shm_direct.py says why it is correct),
  * for one pair of banks: the board epoch's parity and the round's. My blocks go out by the
@@ -381,11 +405,11 @@ struct pc_plan {
     /* PC_PLAN_SEGMENT: the exchange (its max_served n), serving from start */
     const struct pc_exchange *x;
     size_t start;
-    /* PC_PLAN_ENGINE: calls[epoch % 2], whose expected words a call writes; the Exchange's
-     * count of zero-copy calls (which advertisement would be a peer's next); nbytes for the
-     * send blocks of an MPI.IN_PLACE call */
+    /* PC_PLAN_ENGINE, PC_PLAN_VAR: calls[epoch % 2], whose expected words a call writes; the
+     * Exchange's count of zero-copy calls (which advertisement would be a peer's next; a
+     * PC_VAR call is one); nbytes for the send blocks of an MPI.IN_PLACE call */
     struct pc_xcall *calls[2];
-    const uint64_t *adverts;
+    uint64_t *adverts;
     char *spare;
     /* PC_PLAN_MPI: the communicator's handle value (as in pc_mpi_open) */
     intptr_t comm;
@@ -397,6 +421,9 @@ struct pc_plan {
     size_t scatter_start;
     struct pc_hier *current;
     int phase;
+    /* PC_PLAN_MPIV, PC_PLAN_VAR: the send side's shape and the receive side's (comm: as
+     * PC_PLAN_MPI's) */
+    struct pc_vshape vshape[2];
 };
 
 #endif

@@ -226,6 +226,18 @@ class Communicator(MPI.Intracomm):
             if ctx.active is not None:
                 raise CommunicatorStateError(requests.busy())
             ctx.peers.calls += 1
+            plan = None if w else ctx.plans.get(("v", algorithm))
+            if plan is not None:               # as in Alltoall: one entry into C
+                try:
+                    done = plan.run(sendbuf, recvbuf)
+                    if done < 0:
+                        plan.algorithm.plan_failed(plan, done)
+                except BaseException as err:
+                    ctx.fail(err)
+                    raise
+                if done:
+                    ctx.chosen = plan.algorithm.name
+                    return
             send, recv = parse_alltoallv(sendbuf, recvbuf, ctx.size, ctx.rank, w)
             name = algorithm or ctx.forced
             if name is None or name != algorithm and not ctx.algorithm_class(name).variable:
@@ -242,13 +254,18 @@ class Communicator(MPI.Intracomm):
             ctx.trace.begin(name, ctx.calls)
             token = config.adopt(ctx.settings)
             try:
-                ctx.algorithm(name).alltoallv(send, recv, (w, sendbuf, recvbuf))
+                algo = ctx.algorithm(name)
+                algo.alltoallv(send, recv, (w, sendbuf, recvbuf))
             except BaseException as err:   # as in _full_path: never reuse this Communicator
                 ctx.fail(err)
                 raise
             finally:
                 config.restore(token)
             ctx.trace.end()
+            if not w:
+                plan = algo.planv(algorithm, sendbuf, recvbuf, send, recv)
+                if plan is not None:
+                    ctx.plans[("v", algorithm)] = plan
         finally:
             ctx.lock.release()
 

@@ -34,6 +34,8 @@ class Blocks(NamedTuple):
     offset: np.ndarray        # uint64
     length: np.ndarray        # uint64
     moves: list | None
+    shape: tuple | None = None   # an Alltoallv side's (counts, displs, datatype, MPI datatype)
+                                 # as the spec gave them, for a plan (native/plan.py)
 
     def block_of(self, peer):
         return self.data[int(self.offset[peer]):int(self.offset[peer] + self.length[peer])]
@@ -113,6 +115,7 @@ def _side(spec, nprocs, name, receive, w, what):
         types = _list(types, nprocs, f"{name} datatypes", what)
         types = [_datatype(t, f"{name} datatypes[{q}]") for q, t in enumerate(types)]
     else:
+        given = types
         one = _implied(buf, name)[0] if types is None else _datatype(types, f"{name} datatype")
         types = [one] * nprocs
     key = (view.nbytes, nprocs, w, receive, _hashable(counts), _hashable(displs),
@@ -123,9 +126,13 @@ def _side(spec, nprocs, name, receive, w, what):
         if len(_layouts) >= 64:
             _layouts.clear()
         _layouts[key] = layout
+    counts_given = counts
     counts, starts, offset, length, contiguous = layout
     if contiguous:
-        return Blocks(view, offset, length, None)
+        shape = None
+        if not w and isinstance(counts_given, (list, tuple)):
+            shape = (counts_given, displs, given, types[0])
+        return Blocks(view, offset, length, None, shape)
     base = view.ctypes.data
     return _staged(Blocks(view, None, length,
                           [(t, base + s, c) for c, s, t in zip(counts, starts, types)]))

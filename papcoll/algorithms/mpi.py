@@ -11,7 +11,7 @@ from mpi4py import MPI
 
 from ..native import Plan
 from ..trace import NoTrace
-from .registry import Algorithm, register
+from .registry import Algorithm, keep, register
 
 
 @register("mpi", "the MPI library's own MPI_Alltoall (baseline; waits are MPI's, not bounded)")
@@ -43,6 +43,16 @@ class MpiAlltoall(Algorithm):
             return None
         plan = self.plans.get(key) or self.plans.setdefault(key, Plan.mpi(self, self.ctx.comm))
         return plan if plan.bind(sendbuf, recvbuf, recv) else None
+
+    def planv(self, key, sendbuf, recvbuf, send, recv):
+        if (not isinstance(self.ctx.trace, NoTrace) or send.shape is None
+                or recv.shape is None):
+            return None
+        try:
+            plan = Plan.alltoallv(self, (send.shape, recv.shape), comm=self.ctx.comm)
+        except OverflowError:         # counts or displacements beyond MPI's ints
+            return None
+        return keep(self.plans, ("v", key), plan, plan.bindv(sendbuf, recvbuf))
 
     def plan_failed(self, plan, rc):
         raise MPI.Exception(-rc)

@@ -116,21 +116,7 @@ class Exchange:
         zero-copy scheme. Both ends of a pair know the block's length, so they choose alike,
         and every call counts as one of ``adverts`` on every rank, whether it advertises to
         anyone or not."""
-        n, me, bank = self.size, self.rank, self.epoch % 2
-        key = (bank, slot, send.offset.tobytes(), send.length.tobytes(),
-               recv.offset.tobytes(), recv.length.tobytes())
-        c = self.calls.get(key)
-        if c is None:
-            if len(self.calls) >= 16:
-                self.calls.clear()
-            q = np.arange(n, dtype=np.uint64)
-            inbox, expose = send.length <= slot, (recv.length > slot) & (q != me)
-            c = self.calls[key] = _Call(
-                self, xport.VAR, 4 * n, records=n, src_off=send.offset, len=send.length,
-                dst_off=np.where(inbox, (bank * n + me) * slot, 0), in_off=(bank * n + q) * slot,
-                out_off=recv.offset, out_len=np.where(expose, 0, recv.length),
-                expected=np.zeros(n), expect_len=recv.length,
-                via_inbox=inbox.astype(np.uint8), advertise=expose.astype(np.uint8))
+        c = self.prepare_var(send, recv, slot)
         self.adverts += 1
         self.start(c)
         exposed = c.advertise.any()
@@ -143,6 +129,26 @@ class Exchange:
         c.s.out = address(recv.data)
         return Flight(self, c, "waiting for data", exposed=recv.data if exposed else None,
                       landed=None if recv.moves is None else recv.unpack_one)
+
+    def prepare_var(self, send, recv, slot, bank=None):
+        """The engine's PC_VAR call for calls of these lengths and offsets in ``bank``."""
+        bank = self.epoch % 2 if bank is None else bank
+        key = (bank, slot, send.offset.tobytes(), send.length.tobytes(),
+               recv.offset.tobytes(), recv.length.tobytes())
+        c = self.calls.get(key)
+        if c is None:
+            if len(self.calls) >= 16:
+                self.calls.clear()
+            n, me = self.size, self.rank
+            q = np.arange(n, dtype=np.uint64)
+            inbox, expose = send.length <= slot, (recv.length > slot) & (q != me)
+            c = self.calls[key] = _Call(
+                self, xport.VAR, 4 * n, records=n, src_off=send.offset, len=send.length,
+                dst_off=np.where(inbox, (bank * n + me) * slot, 0), in_off=(bank * n + q) * slot,
+                out_off=recv.offset, out_len=np.where(expose, 0, recv.length),
+                expected=np.zeros(n), expect_len=recv.length,
+                via_inbox=inbox.astype(np.uint8), advertise=expose.astype(np.uint8))
+        return c
 
     def prepare(self, scheme, block, slot, bank=None):
         """The engine's call for calls of this shape in ``bank`` (default: this call's)."""
@@ -171,6 +177,20 @@ class Exchange:
         for call in calls:
             call.s.code, call.s.lkey = signature.code_of(sig), 0   # its sig: the plan's
         return Plan.engine(algorithm, calls, self.counter, self.advert_counter, CHECK_EVERY)
+
+    def plan_var(self, algorithm, send, recv, slot, sig):
+        """A plan of ``algorithm``'s for Alltoallv calls of this shape whose blocks all go
+        through the inbox, or None."""
+        if (send.shape is None or recv.shape is None or max(send.length.max(initial=0),
+                                                             recv.length.max(initial=0)) > slot
+                or send.data.nbytes > self.transport.inline):
+            return None
+        calls = [self.prepare_var(send, recv, slot, bank) for bank in (0, 1)]
+        for call in calls:
+            call.s.code, call.s.lkey = signature.code_of(sig), 0
+        return Plan.alltoallv(algorithm, (send.shape, recv.shape), calls=calls,
+                              counter=self.counter, adverts=self.advert_counter,
+                              slice=CHECK_EVERY)
 
     def resume(self, plan, rc):
         """Finish the call a plan left (rc: its engine's), or raise its error."""

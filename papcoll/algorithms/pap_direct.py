@@ -29,7 +29,7 @@ from ..transport import open_transport, transport_class
 from ..native import xport
 from ..vbuffers import copy_own
 from .onesided import Exchange, OneSidedAlgorithm
-from .registry import describe, register
+from .registry import describe, keep, register
 
 INBOX_LIMIT = 64 << 20   # bytes of inbox (2 banks x N slots) a process may hold by default
 MAX_INBOX = 1 << 30      # ... and at most, whatever PAPCOLL_COPY_THRESHOLD says
@@ -91,13 +91,16 @@ class PapDirect(OneSidedAlgorithm):
             return None
         sig = self.signature(recv.block, "copy-based")
         plan = self.exchange.plan(self, recv.block, self.slot, sig)
-        if plan is None or not plan.bind(sendbuf, recvbuf, recv, sig):
-            return None                   # the last plan, if any, still serves its shape
-        old = self.plans.pop(key, None)
-        if old is not None:
-            old.disarm()
-        self.plans[key] = plan
-        return plan
+        return keep(self.plans, key, plan, plan is not None and
+                    plan.bind(sendbuf, recvbuf, recv, sig))
+
+    def planv(self, key, sendbuf, recvbuf, send, recv):
+        if not isinstance(self.ctx.trace, NoTrace):
+            return None
+        sig = self.signature(0, "variable")
+        plan = self.exchange.plan_var(self, send, recv, self.slot, sig)
+        return keep(self.plans, ("v", key), plan, plan is not None and
+                    plan.bindv(sendbuf, recvbuf, sig))
 
     def plan_failed(self, plan, rc):
         self.exchange.resume(plan, rc)

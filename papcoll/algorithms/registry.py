@@ -63,6 +63,10 @@ class Algorithm:
         default: every call takes the full path). Keep it in ``self.plans[key]``, which
         :meth:`drop_plans` disarms."""
 
+    def planv(self, key, sendbuf, recvbuf, send, recv):
+        """The same for an Alltoallv (``send``, ``recv``: its vbuffers.Blocks): a bound plan
+        (Plan.alltoallv), kept in ``self.plans[("v", key)]``, or None (the default)."""
+
     def plan_failed(self, plan, rc):
         raise NotImplementedError
 
@@ -132,3 +136,15 @@ def describe(sig):
     name, scheme = _SCHEMES.get(code, (f"an algorithm of unknown code {code}", ""))
     how = f" ({scheme})" if scheme else ""
     return f"{name}{how} with {signature.block_of(sig)} bytes per peer"
+
+
+def keep(plans, key, plan, bound):
+    """``plan`` in ``plans[key]`` in place of the one there (disarmed), if it is ``bound``;
+    else None: the last plan, if any, still serves its shape."""
+    if not bound:
+        return None
+    old = plans.pop(key, None)
+    if old is not None:
+        old.disarm()
+    plans[key] = plan
+    return plan

@@ -15,7 +15,7 @@ from .lib import address, timeout_ns
 from .loops import _Exchange
 from .xport import Gate, XCallStruct
 
-SEGMENT, ENGINE, MPI_ALLTOALL, HIER = 1, 2, 3, 4     # PC_PLAN_*
+SEGMENT, ENGINE, MPI_ALLTOALL, HIER, MPIV, VAR = 1, 2, 3, 4, 5, 6     # PC_PLAN_*
 GATHER, MASTERS, SCATTER = 1, 2, 3                   # PC_HIER_*: a hierarchical call's phase
 
 
@@ -27,6 +27,13 @@ class HierStruct(c.Structure):        # struct pc_hier
                 ("done", c.c_void_p)]
 
 
+class VShape(c.Structure):           # struct pc_vshape
+    _fields_ = [("nbytes", c.c_int64), ("itemsize", c.c_int64), ("format", c.c_char * 16),
+                ("datatype", c.c_void_p), ("displs_given", c.c_int), ("counts", c.c_void_p),
+                ("displs", c.c_void_p), ("icounts", c.c_void_p), ("idispls", c.c_void_p),
+                ("mpi_type", c.c_ssize_t)]
+
+
 class PlanStruct(c.Structure):        # struct pc_plan
     _fields_ = [("kind", c.c_int), ("armed", c.c_int), ("nbytes", c.c_int64),
                 ("itemsize", c.c_int64), ("format", c.c_char * 16), ("datatype", c.c_void_p),
@@ -36,7 +43,7 @@ class PlanStruct(c.Structure):        # struct pc_plan
                 ("adverts", c.c_void_p), ("spare", c.c_void_p), ("comm", c.c_ssize_t),
                 ("round", c.c_void_p), ("xepoch", c.c_void_p),
                 ("rounds", c.POINTER(HierStruct) * 4), ("scatter_start", c.c_size_t),
-                ("current", c.c_void_p), ("phase", c.c_int)]
+                ("current", c.c_void_p), ("phase", c.c_int), ("vshape", VShape * 2)]
 
 
 class Plan:
@@ -90,6 +97,38 @@ class Plan:
         for i, r in enumerate(rounds):
             plan.s.rounds[i] = c.pointer(r.s)
         return plan
+
+    @classmethod
+    def alltoallv(cls, algorithm, shapes, comm=None, calls=None, counter=None, adverts=None,
+                  slice=0.0):
+        """An Alltoallv plan: MPI_Alltoallv on ``comm``, or (``calls``: the prepared PC_VAR
+        call of each bank, counting in ``counter`` and ``adverts`` as :meth:`engine`'s) the
+        engine's. ``shapes``: each side's (counts, displs as the spec gave them or None,
+        datatype object named or None, MPI datatype), from the full path's check."""
+        if calls is None:
+            plan = cls(algorithm, MPIV, comm.Get_size(), comm=comm.handle)
+        else:
+            plan = cls(algorithm, VAR, calls[0].s.x.contents.n, parts=calls,
+                       epoch=c.addressof(counter), adverts=c.addressof(adverts),
+                       slice_ns=timeout_ns(slice))
+            for bank, call in enumerate(calls):
+                plan.s.calls[bank] = c.pointer(call.s)
+        plan.kept = []
+        for side, (counts, displs, datatype, mpi_type) in zip(plan.s.vshape, shapes):
+            given = displs is not None
+            displs = displs if given else np.concatenate(([0], np.cumsum(counts)[:-1]))
+            arrays = [np.array(counts, np.int64), np.array(displs, np.int64),
+                      np.array(counts, np.intc), np.array(displs, np.intc)]
+            plan.kept += [*arrays, datatype]
+            side.counts, side.displs, side.icounts, side.idispls = map(address, arrays)
+            side.displs_given, side.mpi_type = given, mpi_type.handle
+            side.datatype = None if datatype is None else id(datatype)
+        plan.run = functools.partial(_native.alltoallv, plan.address)
+        return plan
+
+    def bindv(self, sendbuf, recvbuf, sig=0):
+        """Arm an Alltoallv plan for calls of the shape of this fully checked one."""
+        return _native.bindv(self.address, sendbuf, recvbuf, sig)
 
     def resume(self, seconds):
         """Run on, for at most ``seconds``, the hierarchical call this plan left: 1 done, else

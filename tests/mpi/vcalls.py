@@ -109,6 +109,24 @@ def run_v(calls):
     with papcoll.Communicator(world) as pc:
         for k in range(calls):
             v_call(pc, rng, DTYPES[k % len(DTYPES)], in_place=k % 4 == 3, form=k % 2)
+        # one shape repeated (the plan's path, native/papcoll_call.c), data changed each time;
+        # every 7th call another shape, then the first again
+        rng2 = random.Random(77)
+        shapes = [counts_matrix(rng2, max(1, slot_of(pc) // 8), False) for _ in range(2)]
+        for k in range(50):
+            c = shapes[k % 7 == 6]
+            out, into = c[rank], [c[q][rank] for q in range(size)]
+            sdispl, slen = layout(out, random.Random(k % 7 == 6), gaps=True)
+            rdispl, rlen = layout(into, random.Random(3), gaps=True)
+            send = np.zeros(slen, np.float64)
+            for q in range(size):
+                send[sdispl[q]:sdispl[q] + out[q]] = values(rank, q, out[q], np.float64) + k
+            got, expected = np.full((2, rlen), -1.0)
+            world.Alltoallv([send, (out, sdispl), MPI.DOUBLE], [expected, (into, rdispl), MPI.DOUBLE])
+            time.sleep(rng.random() * 0.001 * ((rank + k) % size))
+            pc.Alltoallv([send, (out, sdispl), MPI.DOUBLE], [got, (into, rdispl), MPI.DOUBLE],
+                         algorithm=algorithm)
+            assert np.array_equal(got, expected), k
         # the forms without displacements (packed), with one count, and a plain buffer
         counts = [q + 1 for q in range(size)]
         send = np.arange(sum(counts), dtype=np.int64) + 100 * rank
