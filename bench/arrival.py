@@ -195,7 +195,7 @@ def chosen(pc, variant, size):
     """What ``auto`` runs for this variant at this size."""
     if variant in ("alltoall", "persistent"):
         return policy.choose(pc._context(), size)
-    return policy.choose(pc._context(), None, "alltoallv")
+    return policy.choose(pc._context(), None, "alltoall" + variant)
 
 
 def default_name(nprocs, late_fraction, started):
@@ -213,10 +213,13 @@ def run(args):
         nodes, ppn, emulated = len(topo.nodes), topo.ppn, topo.emulated
         everything = sorted(papcoll.algorithms, key=lambda name: name != "mpi") + [AUTO]
         names, skipped = usable_algorithms(pc, args.algorithms or everything)
-        if args.variant in ("v", "w"):
-            for name in [n for n in names if n != AUTO and not papcoll.algorithms[n].variable]:
-                names.remove(name)
-                skipped[name] = f"{name} serves no Alltoallv or Alltoallw"
+        need, what = {"v": ("variable", "Alltoallv"), "w": ("variable", "Alltoallw"),
+                      "persistent": ("nonblocking", "persistent Alltoall")}.get(args.variant,
+                                                                              (None, ""))
+        for name in [n for n in names if need and n != AUTO
+                     and not getattr(papcoll.algorithms[n], need)]:
+            names.remove(name)
+            skipped[name] = f"{name} serves no {what}"
         if args.algorithms and skipped:
             if rank == 0:
                 print(f"papcoll.bench arrival: error: {'; '.join(skipped.values())}",

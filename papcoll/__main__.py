@@ -44,7 +44,8 @@ def info():
     lines += ["", f"selection policy ({where}; first matching row wins):"]
     lines += [f"  {row.topology:16}  block x N <= {_bytes(row.max_call):>7}"
               f"  block in [{_bytes(row.min_block or 0)}, {_bytes(row.max_block)}]"
-              f"{_shape(row)}  -> {row.algorithm}"
+              f"{_shape(row)}  -> {row.algorithm}" if row.call == "alltoall" else
+              f"  {row.topology:16}  {row.call}{_shape(row)}  -> {row.algorithm}"
               for row in tuning.rows + policy.TABLE]
     lines += ["", "transports (PAPCOLL_TRANSPORT):"]
     lines += [f"  {line}" for line in transport.status()]

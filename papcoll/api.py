@@ -243,7 +243,7 @@ class Communicator(MPI.Intracomm):
             if name is None or name != algorithm and not ctx.algorithm_class(name).variable:
                 name = AUTO                # PAPCOLL_ALGORITHM serves no Alltoallv: the policy
             if name == AUTO:
-                name = policy.choose(ctx, None, "alltoallv")
+                name = policy.choose(ctx, None, "alltoallw" if w else "alltoallv")
             if not ctx.algorithm_class(name).variable:
                 raise AlgorithmError(f"{name} serves no Alltoallv or Alltoallw; these do: "
                                      f"{', '.join(policy.variable())} (or 'auto')")
@@ -354,7 +354,8 @@ def _nonblocking(ctx, algorithm, w, block):
         return cls.nonblocking and (w is None or cls.variable)
     name = algorithm or ctx.forced or AUTO
     if name == AUTO or (name != algorithm and not serves(name)):
-        name = policy.choose(ctx, block, "alltoall" if w is None else "alltoallv")
+        name = policy.choose(ctx, block, {None: "alltoall", False: "alltoallv",
+                                          True: "alltoallw"}[w])
         name = name if serves(name) else "mpi"
     if not serves(name):
         raise AlgorithmError(f"{name} serves no nonblocking or persistent "

@@ -143,11 +143,38 @@ def test_arrival_run_writes_results(tmp_path, late):
 
 
 @pytest.mark.mpi
+@pytest.mark.parametrize("variant,sizes,served", [
+    ("v", "8,4K", {"mpi", "pap_direct", "auto"}), ("w", "4,8", {"mpi", "pap_direct", "auto"}),
+    ("persistent", "8,4K", {"mpi", "pap_direct", "auto"})])
+def test_arrival_variants_run_checked_calls(tmp_path, variant, sizes, served):
+    common = ["--variant", variant, "--sizes", sizes, "--mif", "1", "--iterations", 3,
+              "--warmup", 1, "--out", tmp_path, "--name", "run"]
+    code, out = run_arrival(2, *common)           # every algorithm that serves the variant
+    assert code == 0, out[-4000:]
+    result = json.loads((tmp_path / "run.json").read_text())
+    assert result["variant"] == variant and served <= set(result["algorithms"]), result
+    assert "shm_pap serves no" in result["skipped"]["shm_pap"]
+    assert len(result["results"]) == 2 * len(result["algorithms"])
+    code, out = run_arrival(2, *common, "--algorithms", "mpi,shm_pap")   # named: refused
+    assert code == 2 and "error: shm_pap serves no" in out, out[-4000:]
+
+
+@pytest.mark.mpi
+def test_cost_of_persistent_calls():
+    res = launch(2, ["-m", "papcoll.bench", "cost", "--variant", "persistent", "--sizes", "8",
+                     "--iterations", "4", "--algorithms", "mpi,pap_direct"], timeout=240)
+    assert res.returncode == 0, res.stdout[-4000:]
+    assert "# papcoll cost (persistent): N=2" in res.stdout
+    assert [line.split()[1] for line in res.stdout.splitlines() if line[:1].isdigit()] == \
+        ["mpi", "pap_direct"]
+
+
+@pytest.mark.mpi
 def test_cost_reports_every_algorithm_against_mpi():
     res = launch(3, ["-m", "papcoll.bench", "cost", "--sizes", "8,1K", "--iterations", "4",
                      "--algorithms", "mpi,pap_direct,shm_pap,auto"], timeout=240)
     assert res.returncode == 0, res.stdout[-4000:]
-    assert "# papcoll cost: N=3, transport " in res.stdout
+    assert "# papcoll cost (alltoall): N=3, transport " in res.stdout
     rows = [line.split() for line in res.stdout.splitlines() if line[:1].isdigit()]
     assert [(r[0], r[1]) for r in rows] == [(s, a) for s in ("8", "1K")
                                             for a in ("mpi", "pap_direct", "shm_pap", "auto")]

@@ -81,7 +81,21 @@ def test_the_hierarchical_row_serves_the_shape_it_won_on(monkeypatch, transport,
     assert policy.choose(fake_ctx(nodes, True), block) == chosen
 
 
+@pytest.mark.parametrize("call,nodes,chosen", [
+    ("alltoallw", [1, 1, 1, 1], "pap_direct"), ("alltoallw", [2, 2], "pap_direct"),
+    ("alltoallw", [4], "mpi"), ("alltoallv", [1, 1, 1, 1], "mpi"), ("alltoallv", [4], "mpi")])
+def test_alltoallv_and_alltoallw_rows_serve_their_call_alone(call, nodes, chosen):
+    ctx = fake_ctx(nodes, True)
+    assert policy.choose(ctx, None, call) == chosen
+
+
 @pytest.mark.parametrize("rows,where", [
+    ('[{"topology": "any", "algorithm": "mpi", "measured": "", "call": "alltoallx"}]',
+     r"row 0, field 'call'"),
+    ('[{"topology": "any", "algorithm": "mpi", "measured": "", "call": "alltoallv", '
+     '"min_block": 8}]', r"row 0: an alltoallv row takes no size bounds"),
+    ('[{"topology": "any", "algorithm": "shm_pap", "measured": "", "call": "alltoallw"}]',
+     r"row 0, field 'algorithm': shm_pap serves no alltoallw"),
     ('[{"topology": "single-node", "algorithm": "shm_pap"}]', r"row 0, field 'measured'"),
     ('[{"topology": "one-node", "algorithm": "mpi", "measured": ""}]', r"row 0, field 'topology'"),
     ('[{"topology": "any", "algorithm": "fast", "measured": ""}]', r"row 0, field 'algorithm'"),

@@ -26,7 +26,7 @@ from .registry import REGISTRY, lookup
 DEFAULT_FILE = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "papcoll" \
     / "tuning.json"
 TOPOLOGIES = ("single-node", "multi-node", "multi-node spare", "any")
-CALLS = ("alltoall", "alltoallv")
+CALLS = ("alltoall", "alltoallv", "alltoallw")
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ class Row:
     nodes: int | None = None
     ppn: int | None = None        # the largest node's processes
     transport: str | None = None  # between nodes
-    call: str = "alltoall"        # or "alltoallv": Alltoallv and Alltoallw (no size bounds)
+    call: str = "alltoall"        # or "alltoallv", "alltoallw" (which take no size bounds)
 
     def admits(self, block, size):
         return ((self.max_call is None or block * size <= self.max_call)
@@ -106,11 +106,11 @@ def load(text, source):
         if row.call not in CALLS:
             raise bad(f"row {i}, field 'call'", f"{row.call!r} is not one of {CALLS}",
                       line.get("call"))
-        if row.call == "alltoallv" and (row.max_call, row.min_block, row.max_block) != (None,) * 3:
-            raise bad(f"row {i}", "an alltoallv row takes no size bounds: ranks' sizes differ, "
-                      "and every rank must choose alike", line.get(""))
-        if row.call == "alltoallv" and not lookup(row.algorithm).variable:
-            raise bad(f"row {i}, field 'algorithm'", f"{row.algorithm} serves no Alltoallv",
+        if row.call != "alltoall" and (row.max_call, row.min_block, row.max_block) != (None,) * 3:
+            raise bad(f"row {i}", f"an {row.call} row takes no size bounds: ranks' sizes "
+                      "differ, and every rank must choose alike", line.get(""))
+        if row.call != "alltoall" and not lookup(row.algorithm).variable:
+            raise bad(f"row {i}, field 'algorithm'", f"{row.algorithm} serves no {row.call}",
                       line.get("algorithm"))
         if None not in (row.min_block, row.max_block) and row.min_block > row.max_block:
             raise bad(f"row {i}", "min_block is above max_block", line.get("min_block"))
@@ -218,7 +218,7 @@ def kinds(topology):
 
 def choose(ctx, block, call="alltoall"):
     """The algorithm for a call of ``block`` bytes per peer on ``ctx`` (``call``
-    "alltoallv": an Alltoallv or Alltoallw, whose block is not asked), by its table (the
+    "alltoallv" or "alltoallw": one of those, whose block is not asked), by its table (the
     tuned rows, then the shipped ones)."""
     matching = kinds(ctx.topology)
     for row in ctx.table:
