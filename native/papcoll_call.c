@@ -259,8 +259,9 @@ static PyObject *bind(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return PyBool_FromLong(kept);
 }
 
-/* resume(plan, timeout_ns) -> a hierarchical call the plan left, run on for at most
- * timeout_ns with the GIL released: pc_hier_run's rc. */
+/* resume(plan, timeout_ns) -> the call the plan left, run on for at most timeout_ns with the
+ * GIL released: pc_hier_run's rc for a hierarchical plan's, pc_xcall_run's for the engine's
+ * (PC_PLAN_ENGINE, PC_PLAN_VAR: its last call). */
 static PyObject *resume(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)module;
@@ -272,13 +273,14 @@ static PyObject *resume(PyObject *module, PyObject *const *args, Py_ssize_t narg
     int64_t timeout_ns = PyLong_AsLongLong(args[1]);
     if (p == NULL || PyErr_Occurred())
         return PyErr_Occurred() ? NULL : PyLong_FromLong(-EINVAL);
-    if (p->kind != PC_PLAN_HIER || p->phase == 0) {
-        PyErr_SetString(PyExc_ValueError, "resume: no hierarchical call in progress");
+    int engine = p->kind == PC_PLAN_ENGINE || p->kind == PC_PLAN_VAR;
+    if (!engine && (p->kind != PC_PLAN_HIER || p->phase == 0)) {
+        PyErr_SetString(PyExc_ValueError, "resume: no call of this plan in progress");
         return NULL;
     }
     int rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = pc_hier_run(p, timeout_ns);
+    rc = engine ? pc_xcall_run(p->calls[*p->epoch % 2], timeout_ns) : pc_hier_run(p, timeout_ns);
     Py_END_ALLOW_THREADS
     return PyLong_FromLong(rc);
 }

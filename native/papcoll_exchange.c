@@ -85,7 +85,7 @@ static int advertised(struct pc_xcall *c, size_t peer, uint64_t *addr, uint64_t 
     if (!current(c, PC_ADVERT, c->adverts, peer))
         return 0;
     struct pc_advert record = record_of(c, peer);
-    if (record.sig != c->sig || record.epoch != c->epoch)
+    if (record.sig != c->sig || record.epoch != (c->record_epoch ? c->record_epoch : c->epoch))
         return mismatch(c, PC_IN_ADVERT, peer, record.sig);
     *addr = record.addr, *bytes = record.bytes, *rkey = record.rkey;
     return 1;
@@ -229,7 +229,8 @@ void pc_xcall_start(struct pc_xcall *c, uint64_t epoch, uint64_t adverts, uint64
 void pc_xcall_advert(struct pc_xcall *c, size_t record, uint64_t addr, uint64_t bytes,
                      uint32_t rkey)
 {
-    struct pc_advert r = {addr, bytes, rkey, 0, c->epoch, c->sig};
+    struct pc_advert r = {addr, bytes, rkey, 0, c->record_epoch ? c->record_epoch : c->epoch,
+                          c->sig};
     memcpy((char *)c->record + record * PC_ADVERT_BYTES, &r, sizeof r);
 }
 
@@ -321,8 +322,8 @@ int pc_xcall_run(struct pc_xcall *c, int64_t timeout_ns)
                 continue;
             rc = pc_xport_put(x, q, PC_TO_ADVERTS, me * PC_ADVERT_BYTES, 0,
                               (const char *)c->record + own * q * PC_ADVERT_BYTES,
-                              PC_ADVERT_BYTES, c->record_lkey, PC_ADVERT, c->adverts, c->code,
-                              0);
+                              c->notice_only ? 0 : PC_ADVERT_BYTES, c->record_lkey, PC_ADVERT,
+                              c->adverts, c->code, 0);
             if (rc < 0)
                 return rc;
         }

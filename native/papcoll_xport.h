@@ -301,6 +301,12 @@ struct pc_xcall {
     uint32_t failed_code, failed_len;
     const uint8_t *via_inbox, *advertise;    /* PC_VAR */
     const uint64_t *expect_len;
+    /* The epoch every advert record of this call carries, and a peer's must carry (0: this
+     * call's): a persistent request's first, the same at every start, so that its record,
+     * written once, stays current; notice_only: my advertisements carry no record (the one
+     * my peers hold is this request's, for the same registration). */
+    uint64_t record_epoch;
+    int notice_only;
 };
 
 /* A call begins, the one set-up of a call (Exchange and plan alike): c is call epoch

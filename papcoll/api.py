@@ -6,6 +6,7 @@ from mpi4py import MPI
 
 from . import config, context, requests
 from .algorithms import AUTO, policy
+from .algorithms.onesided import DONE, Persistent
 from .algorithms.registry import check
 from .buffers import parse_alltoall
 from .errors import AlgorithmError, CommunicatorError, CommunicatorStateError
@@ -318,6 +319,7 @@ class Communicator(MPI.Intracomm):
         finally:
             ctx.lock.release()
         specs = (w, sendbuf, recvbuf)
+        kept = Persistent((sendbuf, recvbuf) if w is None else None) if persistent else None
 
         def make():
             if w is not None and persistent and send.moves is not None:
@@ -327,8 +329,8 @@ class Communicator(MPI.Intracomm):
                     copy_own(send, recv, 0)
                 elif send is not None:
                     recv.data[:] = send.data
-                return requests.Done()
-            return algo.start(send, recv) if w is None else algo.startv(send, recv, specs)
+                return DONE
+            return algo.start(send, recv, kept) if w is None else algo.startv(send, recv, specs)
         return requests.start(ctx, make, name, persistent, requests.hold(sendbuf, recvbuf))
 
     def _context(self):

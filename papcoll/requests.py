@@ -17,6 +17,7 @@ holds its buffers (buffer exports: Python refuses to resize or release them mean
 """
 from mpi4py import MPI
 
+from .algorithms.onesided import DONE
 from .errors import BufferSpecError, CommunicatorStateError
 from .progress import Backoff
 
@@ -101,16 +102,21 @@ class Request:
             ctx.peers.calls += 1
             ctx.chosen = self.name
             try:
-                self._op = self._start()
+                op = self._start()
             except BaseException as err:
                 ctx.fail(err)
                 raise
-            ctx.active = self
+            self._op, ctx.active = op, self     # active until a Wait or Test sees it done
         finally:
             ctx.lock.release()
 
     def _run(self, step):
         ctx = self.ctx
+        if self._op is DONE:                    # nothing left to move: no lock to take
+            self._op, ctx.active = None, None
+            if not self.persistent:
+                self._release()
+            return True
         with ctx.lock:
             try:
                 done = step(self._op)
@@ -129,16 +135,6 @@ class Request:
         """Drop every reference to the user's buffers (the parsed ones are in ``_start``)."""
         self._hold.clear()
         self._start = None
-
-
-class Done:
-    """A call complete when it starts (one process: a copy)."""
-
-    def test(self):
-        return True
-
-    def wait(self):
-        pass
 
 
 def busy():

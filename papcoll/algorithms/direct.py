@@ -12,5 +12,5 @@ from .registry import register
 class Direct(OneSidedAlgorithm):
     pap = False
 
-    def start(self, send, recv):
-        return self.zero_copy(send, recv)
+    def start(self, send, recv, persistent=None):
+        return self.zero_copy(send, recv, persistent=persistent)

@@ -25,7 +25,7 @@ class MpiAlltoall(Algorithm):
         w, sendbuf, recvbuf = specs
         (self.ctx.comm.Alltoallw if w else self.ctx.comm.Alltoallv)(sendbuf, recvbuf)
 
-    def start(self, send, recv):
+    def start(self, send, recv, persistent=None):
         return Started(self.ctx.comm.Ialltoall(*self.specs(send, recv)))
 
     def startv(self, send, recv, specs):

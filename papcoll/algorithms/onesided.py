@@ -74,6 +74,7 @@ class Exchange:
         self.counter = ctypes.c_uint64(0)       # epoch and adverts: the plans (C) read
         self.advert_counter = ctypes.c_uint64(0)  # them too
         self.calls = {}
+        self.records = None     # the Persistent whose advert records my peers hold, if any
 
     epoch = _counter("counter")
     adverts = _counter("advert_counter")
@@ -93,20 +94,36 @@ class Exchange:
         from each)."""
         xport.start(c.s, self.epoch, self.adverts, self.sig, signature.code_of(self.sig), block)
 
-    def launch(self, scheme, block, send, recv, slot=0):
+    def launch(self, scheme, block, send, recv, slot=0, persistent=None):
         """Start one call of Direct among these processes, of ``block`` bytes per peer, from
         ``send`` (a Message, never None here) to ``recv``: ``scheme`` COPY through slots of
-        ``slot`` bytes of the inbox, ZCOPY or STEP. Returns its :class:`Flight`."""
+        ``slot`` bytes of the inbox, ZCOPY or STEP; a start of the ``persistent`` request
+        (:class:`Persistent`) if given. Returns its :class:`Flight`."""
         c = self.prepare(scheme, block, slot)
         if scheme != xport.COPY:
             self.adverts += 1
         self.start(c, block)
         if scheme != xport.COPY:
-            xport.advert(c.s, *self.transport.expose(recv.data))
+            self.advertise(c, self.transport.expose(recv.data), persistent)
         c.s.src, c.s.lkey = address(send.data), self.transport.source_key(send.data)
         c.s.out = address(recv.data) if scheme == xport.COPY else None
         return Flight(self, c, "waiting for data" if scheme == xport.COPY else "waiting for peers",
                       exposed=None if scheme == xport.COPY else recv.data)
+
+    def advertise(self, c, where, persistent):
+        """A zero-copy call's advertisement of my receive buffer (``where``: its
+        Descriptor). A persistent request's records carry its first epoch, the same at every
+        start, and are written once: a later start sends its notices alone while my peers
+        still hold its records for the same registration -- no other call of mine has written
+        records since (``records``) and the buffer is registered as it was."""
+        c.s.record_epoch = 0 if persistent is None else persistent.first(self.epoch)
+        c.s.notice_only = persistent is not None and self.records is persistent \
+            and persistent.where == where
+        if not c.s.notice_only:
+            xport.advert(c.s, *where)
+        self.records = persistent
+        if persistent is not None:
+            persistent.where = where
 
     def launch_var(self, send, recv, slot):
         """Start one call of blocks of a length per peer (Alltoallv/w: vbuffers.Blocks
@@ -118,6 +135,7 @@ class Exchange:
         anyone or not."""
         c = self.prepare_var(send, recv, slot)
         self.adverts += 1
+        self.records = None
         self.start(c)
         exposed = c.advertise.any()
         if exposed:
@@ -167,16 +185,16 @@ class Exchange:
                 out_len=np.full(n, block), expected=np.zeros(n))
         return c
 
-    def plan(self, algorithm, block, slot, sig):
+    def plan(self, algorithm, block, slot, sig, slice=CHECK_EVERY):
         """A plan of ``algorithm``'s for copy-based calls of ``block`` bytes per peer and
-        signature ``sig``, to bind, or None (the transport would need a registration per
-        call)."""
+        signature ``sig``, whose engine runs ``slice`` seconds before it returns, to bind,
+        or None (the transport would need a registration per call)."""
         if block > self.transport.inline:
             return None
         calls = [self.prepare(xport.COPY, block, slot, bank) for bank in (0, 1)]
         for call in calls:
             call.s.code, call.s.lkey = signature.code_of(sig), 0   # its sig: the plan's
-        return Plan.engine(algorithm, calls, self.counter, self.advert_counter, CHECK_EVERY)
+        return Plan.engine(algorithm, calls, self.counter, self.advert_counter, slice)
 
     def plan_var(self, algorithm, send, recv, slot, sig):
         """A plan of ``algorithm``'s for Alltoallv calls of this shape whose blocks all go
@@ -194,11 +212,18 @@ class Exchange:
 
     def resume(self, plan, rc):
         """Finish the call a plan left (rc: its engine's), or raise its error."""
+        self.flight_of(plan, rc).wait()
+
+    def flight_of(self, plan, rc):
+        """The Flight of the call a plan ran (rc: its engine's: done, or left to finish), or
+        its error."""
+        if rc == 1:
+            return DONE
         c = plan.parts[self.epoch % 2]
         self.sig, self.deadline = plan.s.sig, Deadline(self.algo.ctx.timeout)
         if rc != ETIMEDOUT:
             self.failure(c, rc, "waiting for data")
-        self.drive(c, "waiting for data")
+        return Flight(self, c, "waiting for data", plan=plan)
 
     def drive(self, c, what, gate=None, landed=None):
         """Run the engine in slices under the call's deadline (progress.wait), checking between
@@ -210,14 +235,17 @@ class Exchange:
         progress.wait(self.stepper(c, what, gate, landed), self.deadline,
                       lambda: self.error(c, what, gate), lambda: self.check(c, what, gate))
 
-    def stepper(self, c, what, gate=None, landed=None):
-        """The step of :meth:`drive`: run the engine for at most a slice; whether done."""
+    def stepper(self, c, what, gate=None, landed=None, plan=None):
+        """The step of :meth:`drive`: run the engine for at most a slice (by ``plan``'s entry
+        when a plan started the call); whether done."""
         tracing = self.trace.events
         todo = set(np.flatnonzero(c.waiting).tolist()) if landed else ()
         limit = CHECK_EVERY if landed is None else 1e-4
+        run = plan.resume if plan is not None else \
+            (lambda seconds: xport.run(c.s, int(seconds * 1e9)))
 
         def step(seconds):
-            rc = xport.run(c.s, int(min(seconds, limit) * 1e9))
+            rc = run(min(seconds, limit))
             if tracing:
                 self.replay(c, gate)
             for q in [q for q in todo if not c.waiting[q]]:
@@ -316,16 +344,46 @@ class Exchange:
         c.s.nevents = 0
 
 
+class Persistent:
+    """What a persistent request keeps between its starts: the epoch of its first (its
+    advert records carry it) and the registration they describe (zero-copy); the buffers as
+    the user passed them, for a plan of its own, and that plan (copy-based)."""
+
+    def __init__(self, specs=None):
+        self.epoch, self.where = 0, None
+        self.specs, self.plan = specs, None
+
+    def first(self, epoch):
+        self.epoch = self.epoch or epoch
+        return self.epoch
+
+
+class Done:
+    """A call complete as it started (a plan's, or one process's: a copy)."""
+
+    @staticmethod
+    def test():
+        return True
+
+    @staticmethod
+    def wait():
+        pass
+
+
+DONE = Done()
+
+
 class Flight:
     """A call of an Exchange in progress (a nonblocking one between its start and its end):
     ``test()`` moves it on as far as it can without waiting, ``wait()`` finishes it under the
     call's deadline. ``exposed``: the receive buffer it advertised, which a broken call leaves
     pinned (peers may still write into it)."""
 
-    def __init__(self, x, c, what, exposed=None, landed=None):
+    def __init__(self, x, c, what, exposed=None, landed=None, plan=None):
         self.x, self.c, self.what, self.exposed = x, c, what, exposed
-        self.step = x.stepper(c, what, landed=landed)
+        self.step = x.stepper(c, what, landed=landed, plan=plan)
         self.done = False
+        self.registered = plan is None         # a plan's call registers nothing
 
     def test(self):
         """Whether the call is complete; raises its error, or at its deadline the timeout."""
@@ -348,7 +406,8 @@ class Flight:
         try:
             if run():
                 self.done = True
-                self.x.transport.end_call()
+                if self.registered:
+                    self.x.transport.end_call()
         except BaseException:
             if self.exposed is not None:
                 self.x.transport.pin(self.exposed)
@@ -376,7 +435,7 @@ class OneSidedAlgorithm(Algorithm):
     def alltoall(self, send, recv):
         self.start(send, recv).wait()
 
-    def zero_copy(self, send, recv, scheme=""):
+    def zero_copy(self, send, recv, scheme="", persistent=None):
         """Direct's zero-copy scheme, PAP-aware or in step order (``direct``): advertise my
         receive buffer, write into every peer's as soon as it has advertised, wait for the
         data; the blocks that land while peers are missing are noted as they do. Returns the
@@ -385,7 +444,8 @@ class OneSidedAlgorithm(Algorithm):
         x.begin(self.signature(recv.block, scheme))
         send = self.private_send(send, recv)
         self.copy_own(send, recv, x.rank)
-        return x.launch(xport.ZCOPY if self.pap else xport.STEP, recv.block, send, recv)
+        return x.launch(xport.ZCOPY if self.pap else xport.STEP, recv.block, send, recv,
+                        persistent=persistent)
 
     @staticmethod
     def private_send(send, recv):

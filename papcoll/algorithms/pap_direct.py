@@ -59,10 +59,29 @@ class PapDirect(OneSidedAlgorithm):
     def inbox_bytes(self, size):
         return 2 * size * self.slot              # two banks of a slot per peer
 
-    def start(self, send, recv):
-        if recv.block <= self.slot:
-            return self.copy_based(send, recv)
-        return self.zero_copy(send, recv, "zero-copy")
+    def start(self, send, recv, persistent=None):
+        if recv.block > self.slot:
+            return self.zero_copy(send, recv, "zero-copy", persistent)
+        if persistent is not None and persistent.specs is not None:
+            flight = self.planned(persistent, recv)
+            if flight is not None:
+                return flight
+        return self.copy_based(send, recv)
+
+    def planned(self, persistent, recv):
+        """A copy-based start of a persistent request by a plan of its own, entered in C,
+        whose engine makes one pass and returns (Test and Wait go on from there): its
+        Flight, or None where no plan takes it."""
+        if persistent.plan is None:
+            sig, plan = self.signature(recv.block, "copy-based"), None
+            if isinstance(self.ctx.trace, NoTrace) and recv.block:
+                plan = self.exchange.plan(self, recv.block, self.slot, sig, slice=0)
+            if plan is None or not plan.bind(*persistent.specs, recv, sig):
+                persistent.specs = None           # the Python path, from now on
+                return None
+            persistent.plan = plan
+        rc = persistent.plan.run(*persistent.specs)
+        return self.exchange.flight_of(persistent.plan, rc) if rc else None
 
     def copy_based(self, send, recv):
         """Write my block for q into my slot of q's inbox (bank = the call's parity); copy q's
@@ -118,8 +137,8 @@ class PapDirectZeroCopy(PapDirect):
     def inbox_bytes(self, size):
         return 0
 
-    def start(self, send, recv):
-        return self.zero_copy(send, recv, "zero-copy")
+    def start(self, send, recv, persistent=None):
+        return self.zero_copy(send, recv, "zero-copy", persistent)
 
     def plan(self, key, sendbuf, recvbuf, recv):
         return None

@@ -45,10 +45,11 @@ class Algorithm:
         recvbuf) as the user passed them."""
         raise NotImplementedError
 
-    def start(self, send, recv):
+    def start(self, send, recv, persistent=None):
         """``nonblocking`` algorithms: start the call ``alltoall`` would make; return an
         object whose ``test()`` moves it on and says whether it is complete, and whose
-        ``wait()`` completes it (both raise its error)."""
+        ``wait()`` completes it (both raise its error). ``persistent``: a start of that
+        persistent request (onesided.Persistent), whose set-up may be kept between starts."""
         raise NotImplementedError
 
     def startv(self, send, recv, specs):

@@ -131,8 +131,8 @@ class Plan:
         return _native.bindv(self.address, sendbuf, recvbuf, sig)
 
     def resume(self, seconds):
-        """Run on, for at most ``seconds``, the hierarchical call this plan left: 1 done, else
-        < 0 (``s.phase`` says where it is)."""
+        """Run on, for at most ``seconds``, the call this plan left: 1 done, else < 0 (a
+        hierarchical plan's ``s.phase`` says where it is)."""
         return _native.resume(self.address, timeout_ns(seconds))
 
     @classmethod

@@ -53,7 +53,8 @@ class XCallStruct(c.Structure):
                 ("unsent", _p), ("waiting", _p), ("next", _size), ("advertised", _int),
                 ("events", _p), ("nevents", _size), ("max_events", _size), ("failed_in", _int),
                 ("failed_peer", _size), ("failed_sig", _u64), ("failed_code", _u32),
-                ("failed_len", _u32), ("via_inbox", _p), ("advertise", _p), ("expect_len", _p)]
+                ("failed_len", _u32), ("via_inbox", _p), ("advertise", _p), ("expect_len", _p),
+                ("record_epoch", _u64), ("notice_only", _int)]
 
 
 class Advert(c.Structure):

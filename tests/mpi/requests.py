@@ -42,6 +42,7 @@ def persistent():
             send = np.zeros(block * size, np.int32)
             recv, want = np.zeros((2, block * size), np.int32)
             req = pc.Alltoall_init(send, recv, algorithm=algorithm)
+            other = np.zeros_like(recv)
             for k in range(STARTS if block == 1 else STARTS // 10):
                 fill(send, k)
                 world.Alltoall(send, want)
@@ -49,6 +50,9 @@ def persistent():
                 req.Start()
                 req.Wait()
                 assert np.array_equal(recv, want), (block, k)
+                if k % 5 == 4:    # another call between starts: it writes advert records too
+                    pc.Alltoall(send, other, algorithm=algorithm)
+                    assert np.array_equal(other, want), (block, k)
             req.Free()
         # Alltoallv, counts that differ by direction, and in place (symmetric counts)
         counts = [(rank * 3 + q * 5) % 7 for q in range(size)]
