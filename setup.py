@@ -1,6 +1,6 @@
 """Builds the native core (native/) as papcoll._native: plain C loaded with ctypes by the
-papcoll.native package (papcoll/native/lib.py), plus one Python-level entry point
-(native/papcoll_call.c).
+papcoll.native package (papcoll/native/lib.py), plus the Python-level entry points of the
+plans (native/papcoll_call.c, native/papcoll_callv.c).
 
 MPI is called through the mpi.h of the MPI in use (native/papcoll_mpi_rma.c), so the core is
 built with that MPI's compiler wrapper flags (``mpicc -show``, which MPICH and Open MPI both
@@ -33,10 +33,10 @@ compile_args, link_args = mpi_flags()
 setup(ext_modules=[Extension(
     "papcoll._native",
     sources=["native/papcoll_native.c", "native/papcoll_loops.c", "native/papcoll_cma.c",
-             "native/papcoll_call.c", "native/papcoll_xport.c", "native/papcoll_verbs.c",
-             "native/papcoll_mpi_rma.c", "native/papcoll_exchange.c",
+             "native/papcoll_call.c", "native/papcoll_callv.c", "native/papcoll_xport.c",
+             "native/papcoll_verbs.c", "native/papcoll_mpi_rma.c", "native/papcoll_exchange.c",
              "native/papcoll_hier.c"],
-    depends=["native/papcoll_native.h", "native/papcoll_xport.h"],
+    depends=["native/papcoll_native.h", "native/papcoll_xport.h", "native/papcoll_call.h"],
     extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra", *compile_args],
     extra_link_args=link_args,
 )])

@@ -5,7 +5,6 @@ import math
 import time
 
 import numpy as np
-from mpi4py import MPI
 
 from papcoll.errors import AlgorithmError
 from papcoll.trace import phase_times

@@ -11,19 +11,17 @@
  * bind() reads a checked call's buffers, alltoall() compares; bindv() and alltoallv() do the
  * same for Alltoallv.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "papcoll_call.h"
 
 #include <errno.h>
 #include <limits.h>
 #include <string.h>
 
 #include "papcoll_native.h"
-#include "papcoll_xport.h"
 
 static PyObject *in_place_marker; /* mpi4py's MPI.IN_PLACE, given once by set_in_place */
 
-static struct pc_plan *plan_of(PyObject *arg)
+struct pc_plan *pc_plan_of(PyObject *arg)
 {
     return PyLong_AsVoidPtr(arg);
 }
@@ -71,14 +69,14 @@ static int hold(const void *datatype, PyObject *sendbuf, PyObject *recvbuf, Py_b
     return 0;
 }
 
-static void release(Py_buffer *s, Py_buffer *r, int in_place)
+void pc_release(Py_buffer *s, Py_buffer *r, int in_place)
 {
     if (!in_place)
         PyBuffer_Release(s);
     PyBuffer_Release(r);
 }
 
-static const char *format_of(const Py_buffer *b)
+const char *pc_format_of(const Py_buffer *b)
 {
     return b->format ? b->format : "B";
 }
@@ -90,7 +88,7 @@ static int shaped(const struct pc_plan *p, const Py_buffer *b)
 {
     return b->len == p->nbytes &&
            (p->datatype != NULL ||
-            (b->itemsize == p->itemsize && strcmp(format_of(b), p->format) == 0));
+            (b->itemsize == p->itemsize && strcmp(pc_format_of(b), p->format) == 0));
 }
 
 /* One piece of a segment call: an epoch of pc_exchange_blocks, resumed slice by slice with
@@ -200,7 +198,7 @@ static PyObject *alltoall(PyObject *module, PyObject *const *args, Py_ssize_t na
     }
     if (args[0] == Py_None)
         return PyLong_FromLong(0);
-    struct pc_plan *p = plan_of(args[0]);
+    struct pc_plan *p = pc_plan_of(args[0]);
     if (p == NULL)
         return PyErr_Occurred() ? NULL : PyLong_FromLong(0);
     Py_buffer s, r;
@@ -208,14 +206,14 @@ static PyObject *alltoall(PyObject *module, PyObject *const *args, Py_ssize_t na
     if (!p->armed || !hold(p->datatype, args[1], args[2], &s, &r, &in_place))
         return PyLong_FromLong(0);
     if (!shaped(p, &r) || (!in_place && !shaped(p, &s))) {
-        release(&s, &r, in_place);
+        pc_release(&s, &r, in_place);
         return PyLong_FromLong(0);
     }
     int rc = p->kind == PC_PLAN_SEGMENT ? run_segment(p, s.buf, r.buf)
              : p->kind == PC_PLAN_ENGINE ? run_engine(p, s.buf, r.buf, in_place)
              : p->kind == PC_PLAN_HIER   ? run_hier(p, s.buf, r.buf, in_place)
                                          : run_mpi(p, s.buf, r.buf, in_place);
-    release(&s, &r, in_place);
+    pc_release(&s, &r, in_place);
     return PyErr_Occurred() ? NULL : PyLong_FromLong(rc);
 }
 
@@ -232,7 +230,7 @@ static PyObject *bind(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "bind(plan, sendbuf, recvbuf, datatype, sig)");
         return NULL;
     }
-    struct pc_plan *p = plan_of(args[0]);
+    struct pc_plan *p = pc_plan_of(args[0]);
     uint64_t sig = PyLong_AsUnsignedLongLong(args[4]);
     if (p == NULL || PyErr_Occurred())
         return PyErr_Occurred() ? NULL : Py_NewRef(Py_False);
@@ -241,9 +239,9 @@ static PyObject *bind(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     int in_place;
     if (!hold(datatype, args[1], args[2], &s, &r, &in_place))
         return Py_NewRef(Py_False);
-    const char *format = datatype ? "" : format_of(&r);
+    const char *format = datatype ? "" : pc_format_of(&r);
     int kept = (in_place || datatype != NULL ||
-                (s.itemsize == r.itemsize && strcmp(format_of(&s), format) == 0)) &&
+                (s.itemsize == r.itemsize && strcmp(pc_format_of(&s), format) == 0)) &&
                s.len == r.len && r.len > 0 && r.len % p->n == 0 &&
                strlen(format) < sizeof p->format &&
                (p->kind != PC_PLAN_MPI || r.len / p->n <= INT_MAX);
@@ -255,7 +253,7 @@ static PyObject *bind(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         p->sig = sig;
         p->armed = 1;
     }
-    release(&s, &r, in_place);
+    pc_release(&s, &r, in_place);
     return PyBool_FromLong(kept);
 }
 
@@ -269,7 +267,7 @@ static PyObject *resume(PyObject *module, PyObject *const *args, Py_ssize_t narg
         PyErr_SetString(PyExc_TypeError, "resume(plan, timeout_ns)");
         return NULL;
     }
-    struct pc_plan *p = plan_of(args[0]);
+    struct pc_plan *p = pc_plan_of(args[0]);
     int64_t timeout_ns = PyLong_AsLongLong(args[1]);
     if (p == NULL || PyErr_Occurred())
         return PyErr_Occurred() ? NULL : PyLong_FromLong(-EINVAL);
@@ -285,178 +283,6 @@ static PyObject *resume(PyObject *module, PyObject *const *args, Py_ssize_t narg
     return PyLong_FromLong(rc);
 }
 
-/* ---- Alltoallv: the same idea for calls with a count per process ------------------------ */
-
-/* The parts of an Alltoallv spec of a form a plan takes: [buf, counts], [buf, (counts,
- * displs)], [buf, counts, datatype], [buf, (counts, displs), datatype] or [buf, counts,
- * displs, datatype] (displs None: not given), as mpi4py reads them (a pair whose first item
- * is an int is counts). 0 for anything else. */
-struct vspec {
-    PyObject *buf, *counts, *displs, *datatype;
-};
-
-static int vspec_of(PyObject *spec, struct vspec *v)
-{
-    if (!PyList_CheckExact(spec) && !PyTuple_CheckExact(spec))
-        return 0;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(spec);
-    PyObject **item = PySequence_Fast_ITEMS(spec);
-    if (n < 2 || n > 4)
-        return 0;
-    v->buf = item[0], v->counts = item[1];
-    v->displs = n == 4 ? item[2] : NULL;
-    v->datatype = n == 4 ? item[3] : n == 3 ? item[2] : NULL;
-    if (n < 4 && PyTuple_CheckExact(v->counts) && PyTuple_GET_SIZE(v->counts) == 2 &&
-        !PyLong_Check(PyTuple_GET_ITEM(v->counts, 0))) {
-        v->displs = PyTuple_GET_ITEM(v->counts, 1);
-        v->counts = PyTuple_GET_ITEM(v->counts, 0);
-    }
-    if (v->displs == Py_None)
-        v->displs = NULL;
-    return 1;
-}
-
-/* Whether seq is a list or tuple of exactly the n ints of values. */
-static int same_ints(PyObject *seq, const int64_t *values, int64_t n)
-{
-    if ((!PyList_CheckExact(seq) && !PyTuple_CheckExact(seq)) ||
-        PySequence_Fast_GET_SIZE(seq) != n)
-        return 0;
-    PyObject **item = PySequence_Fast_ITEMS(seq);
-    for (int64_t i = 0; i < n; i++) {
-        int overflow;
-        if (!PyLong_CheckExact(item[i]) ||
-            PyLong_AsLongLongAndOverflow(item[i], &overflow) != values[i] || overflow)
-            return 0;
-    }
-    return 1;
-}
-
-/* The buffer of one side of an Alltoallv call, held in b, if the spec has the shape sh (the
- * same counts, displacements, datatype object, buffer length and format); 0 otherwise. */
-static int vheld(const struct pc_vshape *sh, PyObject *spec, Py_buffer *b, int writable,
-                 int64_t n)
-{
-    struct vspec v;
-    if (!vspec_of(spec, &v) || v.datatype != sh->datatype ||
-        (v.displs != NULL) != sh->displs_given || !same_ints(v.counts, sh->counts, n) ||
-        (v.displs && !same_ints(v.displs, sh->displs, n)))
-        return 0;
-    if (PyObject_GetBuffer(v.buf, b, (writable ? PyBUF_WRITABLE : 0) | PyBUF_FORMAT |
-                                         PyBUF_C_CONTIGUOUS) < 0) {
-        PyErr_Clear();
-        return 0;
-    }
-    if (b->len == sh->nbytes &&
-        (sh->datatype != NULL ||
-         (b->itemsize == sh->itemsize && strcmp(format_of(b), sh->format) == 0)))
-        return 1;
-    PyBuffer_Release(b);
-    return 0;
-}
-
-/* Both buffers of an Alltoallv call of the plan's shape, not overlapping: 1, held. */
-static int vhold(const struct pc_plan *p, PyObject *sendbuf, PyObject *recvbuf, Py_buffer *s,
-                 Py_buffer *r)
-{
-    if (!vheld(&p->vshape[1], recvbuf, r, 1, p->n))
-        return 0;
-    if (!vheld(&p->vshape[0], sendbuf, s, 0, p->n)) {
-        PyBuffer_Release(r);
-        return 0;
-    }
-    const char *send = s->buf, *recv = r->buf;
-    if (send + s->len <= recv || recv + r->len <= send || !s->len || !r->len)
-        return 1;
-    release(s, r, 0);
-    return 0;
-}
-
-/* pap_direct's Alltoallv: the engine's PC_VAR call; 1 done, or the engine's rc for the call
- * it left in calls[epoch % 2] (as run_engine). */
-static int run_var(const struct pc_plan *p, const char *send, char *recv)
-{
-    uint64_t epoch = ++*p->epoch;
-    struct pc_xcall *c = p->calls[epoch % 2];
-    size_t me = c->x->me;
-    pc_xcall_start(c, epoch, ++*p->adverts, p->sig, c->code, -1);
-    c->src = send;
-    c->out = recv;
-    memcpy(recv + c->out_off[me], send + c->src_off[me], c->len[me]);
-    int rc;
-    Py_BEGIN_ALLOW_THREADS
-    rc = pc_xcall_run(c, p->slice_ns);
-    Py_END_ALLOW_THREADS
-    return rc;
-}
-
-/* alltoallv(plan, sendbuf, recvbuf): as alltoall(), for an Alltoallv plan. */
-static PyObject *alltoallv(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
-{
-    (void)module;
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "alltoallv(plan, sendbuf, recvbuf)");
-        return NULL;
-    }
-    struct pc_plan *p = args[0] == Py_None ? NULL : plan_of(args[0]);
-    Py_buffer s, r;
-    if (p == NULL || !p->armed || !vhold(p, args[1], args[2], &s, &r))
-        return PyErr_Occurred() ? NULL : PyLong_FromLong(0);
-    int rc;
-    if (p->kind == PC_PLAN_VAR) {
-        rc = run_var(p, s.buf, r.buf);
-    } else {
-        Py_BEGIN_ALLOW_THREADS
-        rc = pc_mpi_alltoallv(s.buf, &p->vshape[0], r.buf, &p->vshape[1], p->comm);
-        Py_END_ALLOW_THREADS
-        rc = rc ? -rc : 1;
-    }
-    release(&s, &r, 0);
-    return PyErr_Occurred() ? NULL : PyLong_FromLong(rc);
-}
-
-/* bindv(plan, sendbuf, recvbuf, sig) -> whether the plan is now armed for Alltoallv calls of
- * the shape of this one, which papcoll has fully checked: its vshapes' counts, displacements,
- * datatype objects and MPI types are filled (from the same check), and the buffers' lengths
- * and formats are read here; the call's specs must then match them. */
-static PyObject *bindv(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
-{
-    (void)module;
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "bindv(plan, sendbuf, recvbuf, sig)");
-        return NULL;
-    }
-    struct pc_plan *p = plan_of(args[0]);
-    uint64_t sig = PyLong_AsUnsignedLongLong(args[3]);
-    if (p == NULL || PyErr_Occurred())
-        return PyErr_Occurred() ? NULL : Py_NewRef(Py_False);
-    for (int side = 0; side < 2; side++) {
-        struct pc_vshape *sh = &p->vshape[side];
-        struct vspec v;
-        Py_buffer b;
-        if (!vspec_of(args[1 + side], &v) ||
-            PyObject_GetBuffer(v.buf, &b, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
-            PyErr_Clear();
-            return Py_NewRef(Py_False);
-        }
-        const char *format = format_of(&b);
-        sh->nbytes = b.len;
-        sh->itemsize = b.itemsize;
-        snprintf(sh->format, sizeof sh->format, "%s", strlen(format) < sizeof sh->format
-                                                         ? format : "?long format");
-        PyBuffer_Release(&b);
-    }
-    Py_buffer s, r;
-    p->armed = 1;
-    if (!vhold(p, args[1], args[2], &s, &r)) {
-        p->armed = 0;
-        return Py_NewRef(Py_False);
-    }
-    release(&s, &r, 0);
-    p->sig = sig;
-    return Py_NewRef(Py_True);
-}
-
 /* set_in_place(obj): the object that stands for MPI_IN_PLACE as sendbuf. */
 static PyObject *set_in_place(PyObject *module, PyObject *obj)
 {
@@ -470,9 +296,9 @@ static PyMethodDef methods[] = {
      "alltoall(plan, sendbuf, recvbuf): 1 done, 0 declined, < 0 left to the algorithm."},
     {"bind", (PyCFunction)(void (*)(void))bind, METH_FASTCALL,
      "bind(plan, sendbuf, recvbuf, datatype, sig): arm the plan for calls of this shape."},
-    {"alltoallv", (PyCFunction)(void (*)(void))alltoallv, METH_FASTCALL,
+    {"alltoallv", (PyCFunction)(void (*)(void))pc_alltoallv, METH_FASTCALL,
      "alltoallv(plan, sendbuf, recvbuf): as alltoall, for Alltoallv plans."},
-    {"bindv", (PyCFunction)(void (*)(void))bindv, METH_FASTCALL,
+    {"bindv", (PyCFunction)(void (*)(void))pc_bindv, METH_FASTCALL,
      "bindv(plan, sendbuf, recvbuf, sig): arm an Alltoallv plan for calls of this shape."},
     {"resume", (PyCFunction)(void (*)(void))resume, METH_FASTCALL,
      "resume(plan, timeout_ns): run on the hierarchical call a plan left."},

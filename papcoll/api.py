@@ -6,7 +6,6 @@ from mpi4py import MPI
 
 from . import config, context, requests
 from .algorithms import AUTO, policy
-from .algorithms.onesided import DONE, Persistent
 from .algorithms.registry import check
 from .buffers import parse_alltoall
 from .errors import AlgorithmError, CommunicatorError, CommunicatorStateError
@@ -296,42 +295,16 @@ class Communicator(MPI.Intracomm):
         return self._request(True, True, sendbuf, recvbuf, algorithm)
 
     def _request(self, persistent, w, sendbuf, recvbuf, algorithm):
-        """A Request for an Alltoall (``w`` None), Alltoallv (False) or Alltoallw (True)."""
         ctx = self._context()
         if not ctx.lock.acquire(blocking=False):
             raise CommunicatorStateError(_IN_USE)
         try:
-            if ctx.active is not None:
-                raise CommunicatorStateError(requests.busy())
-            if w is None:
-                send, recv = parse_alltoall(sendbuf, recvbuf, ctx.size)
-            else:
-                send, recv = parse_alltoallv(sendbuf, recvbuf, ctx.size, ctx.rank, w)
-            name = _nonblocking(ctx, algorithm, w, None if w is not None else recv.block)
-            token = config.adopt(ctx.settings)
-            try:
-                algo = ctx.algorithm(name) if ctx.size > 1 else None    # set-up: collective
-            except BaseException as err:
-                ctx.fail(err)
-                raise
-            finally:
-                config.restore(token)
+            request = requests.make(ctx, persistent, w, sendbuf, recvbuf, algorithm)
         finally:
             ctx.lock.release()
-        specs = (w, sendbuf, recvbuf)
-        kept = Persistent((sendbuf, recvbuf) if w is None else None) if persistent else None
-
-        def make():
-            if w is not None and persistent and send.moves is not None:
-                send.pack()                   # the send data may have changed since
-            if algo is None:                  # one process: a copy
-                if w is not None:
-                    copy_own(send, recv, 0)
-                elif send is not None:
-                    recv.data[:] = send.data
-                return DONE
-            return algo.start(send, recv, kept) if w is None else algo.startv(send, recv, specs)
-        return requests.start(ctx, make, name, persistent, requests.hold(sendbuf, recvbuf))
+        if not persistent:
+            request.begin()
+        return request
 
     def _context(self):
         ctx = getattr(self, "_ctx", False)
@@ -347,24 +320,6 @@ class Communicator(MPI.Intracomm):
                 f"this papcoll.Communicator is unusable after an earlier error: "
                 f"{type(ctx.broken).__name__}: {ctx.broken}")
         return ctx
-
-
-def _nonblocking(ctx, algorithm, w, block):
-    """The algorithm of a nonblocking or persistent call (``block``: an Alltoall's)."""
-    def serves(name):
-        cls = ctx.algorithm_class(name)
-        return cls.nonblocking and (w is None or cls.variable)
-    name = algorithm or ctx.forced or AUTO
-    if name == AUTO or (name != algorithm and not serves(name)):
-        name = policy.choose(ctx, block, {None: "alltoall", False: "alltoallv",
-                                          True: "alltoallw"}[w])
-        name = name if serves(name) else "mpi"
-    if not serves(name):
-        raise AlgorithmError(f"{name} serves no nonblocking or persistent "
-                             f"{'Alltoall' if w is None else 'Alltoallv or Alltoallw'}; "
-                             f"these do: {', '.join(policy.nonblocking(w is not None))} "
-                             f"(or 'auto')")
-    return name
 
 
 _cached = {}   # communicator handle -> Communicator, for the Alltoall convenience

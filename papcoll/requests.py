@@ -17,8 +17,12 @@ holds its buffers (buffer exports: Python refuses to resize or release them mean
 """
 from mpi4py import MPI
 
-from .algorithms.onesided import DONE
-from .errors import BufferSpecError, CommunicatorStateError
+from . import config
+from .algorithms import AUTO, policy
+from .algorithms.calls import DONE, Persistent
+from .buffers import parse_alltoall
+from .errors import AlgorithmError, BufferSpecError, CommunicatorStateError
+from .vbuffers import copy_own, parse_alltoallv
 from .progress import Backoff
 
 
@@ -43,7 +47,7 @@ class Request:
         if self._op is not None:
             raise BufferSpecError("Start: this persistent request is active; Wait (or Test "
                                   "until it is complete) before starting it again")
-        self._begin()
+        self.begin()
 
     def Test(self):
         """Move the call on; whether it is complete (an inactive request: True)."""
@@ -89,7 +93,8 @@ class Request:
         if self._freed:
             raise BufferSpecError(f"{verb}: this request was freed")
 
-    def _begin(self):
+    def begin(self):
+        """Start the call (a Start, or a nonblocking call's making)."""
         ctx = self.ctx
         if not ctx.lock.acquire(blocking=False):
             raise CommunicatorStateError("this papcoll.Communicator is in use by another thread")
@@ -142,12 +147,59 @@ def busy():
             "complete it (Wait, or Test until complete) before the next call")
 
 
-def start(ctx, make, name, persistent, hold):
-    """A Request of ``ctx`` whose calls ``make()`` starts; a nonblocking one started now."""
-    request = Request(ctx, make, name, persistent, hold)
-    if not persistent:
-        request._begin()
-    return request
+def make(ctx, persistent, w, sendbuf, recvbuf, algorithm):
+    """A Request for an Alltoall (``w`` None), Alltoallv (False) or Alltoallw (True) of
+    ``ctx`` (its lock held): the buffers checked, the algorithm chosen and set up (collective,
+    bounded); not started (``begin``)."""
+    if ctx.active is not None:
+        raise CommunicatorStateError(busy())
+    if w is None:
+        send, recv = parse_alltoall(sendbuf, recvbuf, ctx.size)
+    else:
+        send, recv = parse_alltoallv(sendbuf, recvbuf, ctx.size, ctx.rank, w)
+    name = choose(ctx, algorithm, w, None if w is not None else recv.block)
+    token = config.adopt(ctx.settings)
+    try:
+        algo = ctx.algorithm(name) if ctx.size > 1 else None    # set-up: collective
+    except BaseException as err:
+        ctx.fail(err)
+        raise
+    finally:
+        config.restore(token)
+    specs = (w, sendbuf, recvbuf)
+    kept = Persistent((sendbuf, recvbuf) if w is None else None) if persistent else None
+
+    def start():
+        if w is not None and persistent and send.moves is not None:
+            send.pack()                   # the send data may have changed since
+        if algo is None:                  # one process: a copy
+            if w is not None:
+                copy_own(send, recv, 0)
+            elif send is not None:
+                recv.data[:] = send.data
+            return DONE
+        return algo.start(send, recv, kept) if w is None else algo.startv(send, recv, specs)
+    return Request(ctx, start, name, persistent, hold(sendbuf, recvbuf))
+
+
+def choose(ctx, algorithm, w, block):
+    """The algorithm of a nonblocking or persistent call (``block``: an Alltoall's): the one
+    named, else PAPCOLL_ALGORITHM where it serves the call, else the policy's choice where it
+    does, else ``mpi``."""
+    def serves(name):
+        cls = ctx.algorithm_class(name)
+        return cls.nonblocking and (w is None or cls.variable)
+    name = algorithm or ctx.forced or AUTO
+    if name == AUTO or (name != algorithm and not serves(name)):
+        name = policy.choose(ctx, block, {None: "alltoall", False: "alltoallv",
+                                          True: "alltoallw"}[w])
+        name = name if serves(name) else "mpi"
+    if not serves(name):
+        raise AlgorithmError(f"{name} serves no nonblocking or persistent "
+                             f"{'Alltoall' if w is None else 'Alltoallv or Alltoallw'}; "
+                             f"these do: {', '.join(policy.nonblocking(w is not None))} "
+                             f"(or 'auto')")
+    return name
 
 
 def waitall(requests):

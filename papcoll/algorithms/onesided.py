@@ -50,6 +50,7 @@ from ..native import EMSGSIZE, EPROTO, ETIMEDOUT, Plan, xport
 from ..native.lib import address
 from ..progress import CHECK_EVERY, Deadline
 from ..transport import open_transport
+from .calls import DONE, Call, Flight
 from .registry import Algorithm, describe
 
 EVENTS = ("seen", "sent", "received", "received")     # the engine's, by kind (PC_SEEN...)
@@ -160,7 +161,7 @@ class Exchange:
             n, me = self.size, self.rank
             q = np.arange(n, dtype=np.uint64)
             inbox, expose = send.length <= slot, (recv.length > slot) & (q != me)
-            c = self.calls[key] = _Call(
+            c = self.calls[key] = Call(
                 self, xport.VAR, 4 * n, records=n, src_off=send.offset, len=send.length,
                 dst_off=np.where(inbox, (bank * n + me) * slot, 0), in_off=(bank * n + q) * slot,
                 out_off=recv.offset, out_len=np.where(expose, 0, recv.length),
@@ -178,7 +179,7 @@ class Exchange:
             n, me, bank = self.size, self.rank, key[3]
             q = np.arange(n, dtype=np.uint64)
             copy = scheme == xport.COPY
-            c = self.calls[key] = _Call(
+            c = self.calls[key] = Call(
                 self, scheme, 4 * n, src_off=q * block, len=np.full(n, block),
                 dst_off=np.full(n, (bank * n + me) * slot if copy else me * block),
                 in_off=(bank * n + q) * slot if copy else q, out_off=q * block,
@@ -344,76 +345,6 @@ class Exchange:
         c.s.nevents = 0
 
 
-class Persistent:
-    """What a persistent request keeps between its starts: the epoch of its first (its
-    advert records carry it) and the registration they describe (zero-copy); the buffers as
-    the user passed them, for a plan of its own, and that plan (copy-based)."""
-
-    def __init__(self, specs=None):
-        self.epoch, self.where = 0, None
-        self.specs, self.plan = specs, None
-
-    def first(self, epoch):
-        self.epoch = self.epoch or epoch
-        return self.epoch
-
-
-class Done:
-    """A call complete as it started (a plan's, or one process's: a copy)."""
-
-    @staticmethod
-    def test():
-        return True
-
-    @staticmethod
-    def wait():
-        pass
-
-
-DONE = Done()
-
-
-class Flight:
-    """A call of an Exchange in progress (a nonblocking one between its start and its end):
-    ``test()`` moves it on as far as it can without waiting, ``wait()`` finishes it under the
-    call's deadline. ``exposed``: the receive buffer it advertised, which a broken call leaves
-    pinned (peers may still write into it)."""
-
-    def __init__(self, x, c, what, exposed=None, landed=None, plan=None):
-        self.x, self.c, self.what, self.exposed = x, c, what, exposed
-        self.step = x.stepper(c, what, landed=landed, plan=plan)
-        self.done = False
-        self.registered = plan is None         # a plan's call registers nothing
-
-    def test(self):
-        """Whether the call is complete; raises its error, or at its deadline the timeout."""
-        x = self.x
-        self.guard(lambda: self.step(0) or (x.deadline.expired() and self.fail()))
-        return self.done
-
-    def fail(self):
-        self.x.check(self.c, self.what)       # a peer known not to come: its error first
-        raise self.x.error(self.c, self.what)
-
-    def wait(self):
-        x = self.x
-        self.guard(lambda: progress.wait(self.step, x.deadline, lambda: x.error(self.c, self.what),
-                                         lambda: x.check(self.c, self.what)))
-
-    def guard(self, run):
-        if self.done:
-            return
-        try:
-            if run():
-                self.done = True
-                if self.registered:
-                    self.x.transport.end_call()
-        except BaseException:
-            if self.exposed is not None:
-                self.x.transport.pin(self.exposed)
-            raise
-
-
 class OneSidedAlgorithm(Algorithm):
     """An algorithm that is one Exchange over the whole communicator; each call is a
     :class:`Flight`, so it serves nonblocking calls too (``start``)."""
@@ -458,32 +389,3 @@ class OneSidedAlgorithm(Algorithm):
     def copy_own(send, recv, rank):
         if send is not None:
             recv.block_of(rank)[:] = send.block_of(rank)
-
-
-_BYTES = ("via_inbox", "advertise")     # the per-peer fields of one byte (the rest: uint64)
-
-
-class _Call:
-    """The engine's struct pc_xcall (``s``) for one call shape of an Exchange, and the arrays
-    it points to: ``arrays`` by field name (uint64, n each; ``first``, ``hand_dst_off`` and
-    ``hand_src`` may be given too), room for ``events`` trace events."""
-
-    def __init__(self, x, scheme, events, gate=None, records=1, **arrays):
-        n, t = x.size, x.transport
-        self.unsent, self.waiting = np.zeros(n, np.uint8), np.zeros(n, np.uint8)
-        self.record = np.zeros(records * xport.ADVERT_BYTES, np.uint8)
-        self.events = np.zeros(2 * events, np.int64)
-        self.gate = gate
-        fields = {}
-        for name, values in arrays.items():
-            if values is None:
-                continue
-            array = np.ascontiguousarray(values, np.uint8 if name in _BYTES else np.uint64)
-            setattr(self, name, array)
-            fields[name] = address(array)
-        self.s = xport.XCallStruct(
-            x=t.native.ptr, scheme=scheme, inbox=address(t.inbox) if t.inbox.size else None,
-            record=address(self.record), record_lkey=0, advert_area=t.advert_area,
-            unsent=address(self.unsent), waiting=address(self.waiting),
-            events=address(self.events) if x.trace.events else None, max_events=events,
-            gate=None if gate is None else ctypes.pointer(gate.s), **fields)

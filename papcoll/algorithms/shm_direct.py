@@ -66,7 +66,8 @@ from ..transport import open_transport
 from ..trace import NoTrace
 from ..transport.base import keep
 from .intranode import IntraNodeAlgorithm, _ranks
-from .onesided import Exchange, _Call
+from .calls import Call
+from .onesided import Exchange
 from .registry import register
 from .shm_layout import CMA_BLOCK, Layout, Lists, piece_max, step_of
 
@@ -336,7 +337,7 @@ class ShmDirect(IntraNodeAlgorithm):
         masters = range(len(self.nodes))
         gate = plan.gate
         lists = plan.remote.lists if self.pap else None
-        c = _Call(x, xport.COPY if self.pap else xport.ORDER, 2 * len(masters) + self.n,
+        c = Call(x, xport.COPY if self.pap else xport.ORDER, 2 * len(masters) + self.n,
                   gate=gate, src_off=[bank * layout.bank(k) + layout.at(k, r) for r in masters],
                   len=plan.lengths,
                   dst_off=[bank * layout.bank(r) + layout.at(r, k) for r in masters],

@@ -1,0 +1,21 @@
+/* What papcoll._native's two files share: papcoll_call.c (the module, and Alltoall's plans)
+ * and papcoll_callv.c (Alltoallv's plans). */
+#ifndef PAPCOLL_CALL_H
+#define PAPCOLL_CALL_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "papcoll_xport.h"
+
+/* The struct pc_plan at a plan's address (a Python int), or NULL. */
+struct pc_plan *pc_plan_of(PyObject *arg);
+/* A buffer's struct-module format ("B" when it gives none). */
+const char *pc_format_of(const Py_buffer *b);
+/* Release a call's held buffers (s is r's alias when in_place). */
+void pc_release(Py_buffer *s, Py_buffer *r, int in_place);
+
+PyObject *pc_alltoallv(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *pc_bindv(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+
+#endif
