@@ -10,8 +10,8 @@
 
 /* The parts of an Alltoallv spec of a form a plan takes: [buf, counts], [buf, (counts,
  * displs)], [buf, counts, datatype], [buf, (counts, displs), datatype] or [buf, counts,
- * displs, datatype] (displs None: not given), as mpi4py reads them (a pair whose first item
- * is an int is counts). 0 for anything else. */
+ * displs, datatype] (displs None: not given), as mpi4py reads them (a tuple after the
+ * buffer is (counts, displs)). 0 for anything else. */
 struct vspec {
     PyObject *buf, *counts, *displs, *datatype;
 };
@@ -27,8 +27,9 @@ static int vspec_of(PyObject *spec, struct vspec *v)
     v->buf = item[0], v->counts = item[1];
     v->displs = n == 4 ? item[2] : NULL;
     v->datatype = n == 4 ? item[3] : n == 3 ? item[2] : NULL;
-    if (n < 4 && PyTuple_CheckExact(v->counts) && PyTuple_GET_SIZE(v->counts) == 2 &&
-        !PyLong_Check(PyTuple_GET_ITEM(v->counts, 0))) {
+    if (n < 4 && PyTuple_CheckExact(v->counts)) {
+        if (PyTuple_GET_SIZE(v->counts) != 2)
+            return 0;
         v->displs = PyTuple_GET_ITEM(v->counts, 1);
         v->counts = PyTuple_GET_ITEM(v->counts, 0);
     }

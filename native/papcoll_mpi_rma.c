@@ -90,6 +90,15 @@ int pc_mpi_alltoall(const void *send, int count, void *recv, intptr_t comm)
                         PC_HANDLE(MPI_Comm, comm));
 }
 
+int pc_mpi_pack(void *user, int count, intptr_t type, void *packed, int size, int unpack)
+{
+    int position = 0;
+    void *at = user ? user : MPI_BOTTOM;
+    MPI_Datatype t = PC_HANDLE(MPI_Datatype, type);
+    return unpack ? MPI_Unpack(packed, size, &position, at, count, t, MPI_COMM_SELF)
+                  : MPI_Pack(at, count, t, packed, size, &position, MPI_COMM_SELF);
+}
+
 int pc_mpi_alltoallv(const void *send, const struct pc_vshape *s, void *recv,
                      const struct pc_vshape *r, intptr_t comm)
 {

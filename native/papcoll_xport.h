@@ -198,6 +198,11 @@ int pc_mpi_library(char *out, size_t size);
  * MPI_IN_PLACE: the MPI error code. The ``mpi`` algorithm's plan (papcoll_call.c). */
 int pc_mpi_alltoall(const void *send, int count, void *recv, intptr_t comm);
 
+/* MPI_Pack of count x type (a handle value) from user -- NULL: MPI_BOTTOM, the datatype's
+ * addresses being absolute -- into size bytes at packed; unpack: MPI_Unpack the other way.
+ * The MPI error code. */
+int pc_mpi_pack(void *user, int count, intptr_t type, void *packed, int size, int unpack);
+
 /* MPI_Alltoallv on comm, each side's counts, displacements and datatype as a plan's
  * vshape says: the MPI error code. */
 struct pc_vshape;

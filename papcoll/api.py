@@ -239,8 +239,8 @@ class Communicator(MPI.Intracomm):
                     ctx.chosen = plan.algorithm.name
                     return
             send, recv = parse_alltoallv(sendbuf, recvbuf, ctx.size, ctx.rank, w)
-            name = algorithm or ctx.forced
-            if name is None or name != algorithm and not ctx.algorithm_class(name).variable:
+            name = algorithm or ctx.forced or AUTO
+            if name not in (AUTO, algorithm) and not ctx.algorithm_class(name).variable:
                 name = AUTO                # PAPCOLL_ALGORITHM serves no Alltoallv: the policy
             if name == AUTO:
                 name = policy.choose(ctx, None, "alltoallw" if w else "alltoallv")

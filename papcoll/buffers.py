@@ -16,6 +16,7 @@ import numpy as np
 from mpi4py import MPI
 from mpi4py.util.dtlib import to_numpy_dtype
 
+from . import foreign
 from .errors import BufferSpecError
 
 
@@ -137,9 +138,7 @@ def _bytes_of(buf, name, writable):
     try:
         mv = memoryview(buf)
     except TypeError:
-        raise BufferSpecError(
-            f"{name}: expected a buffer (numpy array, bytearray, memoryview...), "
-            f"got {type(buf).__name__}") from None
+        mv = foreign.view(buf, name)
     if not mv.contiguous:
         raise BufferSpecError(f"{name} is not contiguous (shape {mv.shape}, strides {mv.strides}); "
                               f"pass a contiguous copy, e.g. numpy.ascontiguousarray")
@@ -151,7 +150,10 @@ def _bytes_of(buf, name, writable):
 
 
 def _datatype_of(buf, name):
-    code = memoryview(buf).format
+    try:
+        code = memoryview(buf).format
+    except TypeError:                        # foreign.py's
+        code = foreign.typecode(buf)
     if isinstance(buf, np.ndarray):
         code = buf.dtype.char if buf.dtype.isnative else code
     try:

@@ -26,8 +26,8 @@ MAX_THROTTLE = 1024
 # The settings whose values decide what goes on the wire: the forced algorithm, the emulated
 # node size (topology: who gathers for whom, slot and piece sizes), the transport (its set-up
 # steps and its default copy threshold), the copy threshold (pap_direct's slots and scheme).
-# Not agreed: PAPCOLL_TIMEOUT, PAPCOLL_TRACE, PAPCOLL_SUMMARY (the runner checks it is the
-# same everywhere) and PAPCOLL_CMA_MODEL (local waits, local records,
+# Not agreed: PAPCOLL_TIMEOUT, PAPCOLL_TRACE, PAPCOLL_SUMMARY and PAPCOLL_RUN_REQUESTS (the
+# runner checks they are the same everywhere) and PAPCOLL_CMA_MODEL (local waits, local records,
 # how many peers read one process at a time: the same bytes either way), nor PAPCOLL_IB_*
 # (which local device, port and GID this process uses: ranks on different machines may
 # rightly differ, and the verbs set-up exchanges every process's address anyway). Nor
@@ -145,9 +145,19 @@ def trace():
 
 def summary():
     """PAPCOLL_SUMMARY=1: ``python -m papcoll run`` prints its summary at the program's end."""
-    raw = _env("PAPCOLL_SUMMARY")
+    return _switch("PAPCOLL_SUMMARY")
+
+
+def run_requests():
+    """PAPCOLL_RUN_REQUESTS=1: ``python -m papcoll run`` serves the nonblocking and persistent
+    alltoalls too (runner.py says for which programs)."""
+    return _switch("PAPCOLL_RUN_REQUESTS")
+
+
+def _switch(name):
+    raw = _env(name)
     if raw not in (None, "0", "1"):
-        raise ConfigError(f"PAPCOLL_SUMMARY={raw!r}: must be 0 or 1")
+        raise ConfigError(f"{name}={raw!r}: must be 0 or 1")
     return raw == "1"
 
 

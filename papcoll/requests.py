@@ -157,7 +157,7 @@ def make(ctx, persistent, w, sendbuf, recvbuf, algorithm):
         send, recv = parse_alltoall(sendbuf, recvbuf, ctx.size)
     else:
         send, recv = parse_alltoallv(sendbuf, recvbuf, ctx.size, ctx.rank, w)
-    name = choose(ctx, algorithm, w, None if w is not None else recv.block)
+    name = ctx.chosen = choose(ctx, algorithm, w, None if w is not None else recv.block)
     token = config.adopt(ctx.settings)
     try:
         algo = ctx.algorithm(name) if ctx.size > 1 else None    # set-up: collective
@@ -224,6 +224,9 @@ def hold(*specs):
         if spec is MPI.IN_PLACE:
             continue
         buf = spec[0] if isinstance(spec, (list, tuple)) else spec
-        held.append(memoryview(buf))
+        try:
+            held.append(memoryview(buf))
+        except TypeError:                     # DLPack, CUDA array interface (foreign.py)
+            held.append(MPI.buffer(buf))
     return held
 

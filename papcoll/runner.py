@@ -9,10 +9,13 @@ module whose attributes can be rebound. So before the program starts, ``MPI.COMM
 closed when the program frees it) -- and every communicator made from them by ``Dup``,
 ``Clone``, ``Split``, ``Split_type``, ``Create``, ``Create_group``, ``Create_cart`` and a
 Cartesian communicator's ``Sub`` is routed the same way; so are their ``Alltoallv`` and
-``Alltoallw``. Everything else is mpi4py's own: the other collectives, and the nonblocking and
-persistent alltoalls -- papcoll's requests are not MPI requests, and a program may pass them
-to MPI's ``Waitall``, ``Testany``... with its other requests, which would neither know nor move
-them. An uncaught exception aborts the job, as under ``python -m mpi4py``.
+``Alltoallw``. Everything else is mpi4py's own: the other collectives, and by default the
+nonblocking and persistent alltoalls. papcoll's requests are not MPI requests: MPI's
+``Waitall``, ``Testany``... do not take them; they move only in their own Test and Wait (MPI
+moves its own while a process waits in any MPI call); and a Communicator takes one call at a
+time. A program that completes each such request with its own methods before the next call on
+that communicator can have them served too: PAPCOLL_RUN_REQUESTS=1 (the same on every rank).
+An uncaught exception aborts the job, as under ``python -m mpi4py``.
 
 Limits (README: "Unmodified programs"): a communicator the program gets other than through
 these -- ``MPI.Intracomm(handle)``, ``MPI.Comm.f2py``, an inter-communicator's ``Merge``, a
@@ -37,6 +40,7 @@ from .errors import ConfigError
 from .progress import Deadline
 
 _stats = None     # kind -> [calls, bytes, seconds, Counter of algorithms], with PAPCOLL_SUMMARY
+_requests = False  # PAPCOLL_RUN_REQUESTS
 
 
 def _received(spec):
@@ -81,6 +85,37 @@ class _Routed:
             setattr(self, kind, call)
             return call(sendbuf, recvbuf)
         return _counted(kind, call, sendbuf, recvbuf, lambda: pc.chosen)
+
+    def Ialltoall(self, sendbuf, recvbuf):
+        return self._request("Ialltoall", sendbuf, recvbuf)
+
+    def Ialltoallv(self, sendbuf, recvbuf):
+        return self._request("Ialltoallv", sendbuf, recvbuf)
+
+    def Ialltoallw(self, sendbuf, recvbuf):
+        return self._request("Ialltoallw", sendbuf, recvbuf)
+
+    def Alltoall_init(self, sendbuf, recvbuf, info=MPI.INFO_NULL):
+        return self._request("Alltoall_init", sendbuf, recvbuf, info)
+
+    def Alltoallv_init(self, sendbuf, recvbuf, info=MPI.INFO_NULL):
+        return self._request("Alltoallv_init", sendbuf, recvbuf, info)
+
+    def Alltoallw_init(self, sendbuf, recvbuf, info=MPI.INFO_NULL):
+        return self._request("Alltoallw_init", sendbuf, recvbuf, info)
+
+    def _request(self, kind, sendbuf, recvbuf, *info):
+        """MPI's own request, or with PAPCOLL_RUN_REQUESTS papcoll's (counted as made)."""
+        if not _requests:
+            return getattr(MPI.Intracomm, kind)(self, sendbuf, recvbuf, *info)
+        pc = api.communicator_of(self)
+        made = []
+        call = getattr(pc, kind)
+        if _stats is None:
+            return call(sendbuf, recvbuf)
+        _counted(kind, lambda s, r: made.append(call(s, r)), sendbuf, recvbuf,
+                 lambda: pc.chosen)
+        return made[0]
 
     def Split(self, color=0, key=0):
         return _routed(MPI.Intracomm.Split(self, color, key))
@@ -151,15 +186,19 @@ def main(args):
     if not args or args[0] in ("-h", "--help"):
         print(__doc__.split("\n\n")[0].strip())
         return 0 if args else 2
+    global _requests
     timeout = config.timeout()
-    said = rendezvous.exchange(MPI.COMM_WORLD, "papcoll run: PAPCOLL_SUMMARY", config.summary(),
+    said = rendezvous.exchange(MPI.COMM_WORLD, "papcoll run: settings",
+                               (config.summary(), config.run_requests()),
                                Deadline(timeout))    # before the program's first message
-    if len(set(said.values())) > 1:
-        raise ConfigError("PAPCOLL_SUMMARY differs between ranks: set on "
-                          f"{sorted(r for r, on in said.items() if on)}, not on "
-                          f"{sorted(r for r, on in said.items() if not on)}")
+    for i, name in enumerate(("PAPCOLL_SUMMARY", "PAPCOLL_RUN_REQUESTS")):
+        if len({on[i] for on in said.values()}) > 1:
+            raise ConfigError(f"{name} differs between ranks: set on "
+                              f"{sorted(r for r, on in said.items() if on[i])}, not on "
+                              f"{sorted(r for r, on in said.items() if not on[i])}")
     private = None
-    if said[MPI.COMM_WORLD.Get_rank()]:
+    summary_on, _requests = said[MPI.COMM_WORLD.Get_rank()]
+    if summary_on:
         _stats = defaultdict(lambda: [0, 0, 0.0, Counter()])
         private = rendezvous.dup(MPI.COMM_WORLD, timeout)
     route()

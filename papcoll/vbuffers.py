@@ -24,6 +24,7 @@ from mpi4py import MPI
 
 from .buffers import _bytes_of, _check_contiguous, _datatype_from_code, _implied, _index, _typename
 from .errors import BufferSpecError
+from .native.lib import lib
 
 
 class Blocks(NamedTuple):
@@ -45,16 +46,18 @@ class Blocks(NamedTuple):
         for q in range(len(self.offset)):
             self.pack_one(q)
 
-    def pack_one(self, q):
+    def pack_one(self, q, unpack=False):
         datatype, where, count = self.moves[q]
         if count:
-            datatype.Pack(_region(where, datatype, count), self.block_of(q), 0, MPI.COMM_SELF)
+            rc = lib.pc_mpi_pack(where or None, count, datatype.handle,
+                                 int(self.data.ctypes.data + self.offset[q]),
+                                 int(self.length[q]), unpack)
+            if rc:
+                raise MPI.Exception(rc)
 
     def unpack_one(self, q):
         """Peer q's block, landed in the staging array, into the user's buffer."""
-        datatype, where, count = self.moves[q]
-        if count:
-            datatype.Unpack(self.block_of(q), 0, _region(where, datatype, count), MPI.COMM_SELF)
+        self.pack_one(q, unpack=True)
 
     def unpack(self):
         for q in range(len(self.offset)):
@@ -108,7 +111,8 @@ def _side(spec, nprocs, name, receive, w, what):
     if spec is MPI.IN_PLACE:
         raise BufferSpecError(f"{what}: MPI.IN_PLACE is only valid as sendbuf, not as {name}")
     buf, counts, displs, types = _unpack(spec, name, w, what)
-    view = _bytes_of(buf, name, receive)
+    bottom = buf is MPI.BOTTOM               # absolute addresses, in the datatypes
+    view = np.empty(0, np.uint8) if bottom else _bytes_of(buf, name, receive)
     if w:
         if isinstance(types, (MPI.Datatype, str)):
             types = [types] * nprocs
@@ -118,11 +122,11 @@ def _side(spec, nprocs, name, receive, w, what):
         given = types
         one = _implied(buf, name)[0] if types is None else _datatype(types, f"{name} datatype")
         types = [one] * nprocs
-    key = (view.nbytes, nprocs, w, receive, _hashable(counts), _hashable(displs),
+    key = (view.nbytes, nprocs, w, receive, bottom, _hashable(counts), _hashable(displs),
            tuple(map(_fingerprint, types)))
     layout = _layouts.get(key)
     if layout is None:
-        layout = _layout(view, nprocs, counts, displs, types, name, w, what, receive)
+        layout = _layout(view, nprocs, counts, displs, types, name, w, what, receive, bottom)
         if len(_layouts) >= 64:
             _layouts.clear()
         _layouts[key] = layout
@@ -133,7 +137,7 @@ def _side(spec, nprocs, name, receive, w, what):
         if not w and isinstance(counts_given, (list, tuple)):
             shape = (counts_given, displs, given, types[0])
         return Blocks(view, offset, length, None, shape)
-    base = view.ctypes.data
+    base = 0 if bottom else view.ctypes.data
     return _staged(Blocks(view, None, length,
                           [(t, base + s, c) for c, s, t in zip(counts, starts, types)]))
 
@@ -162,28 +166,39 @@ def _fingerprint(datatype):
             datatype.Get_true_extent())
 
 
-def _layout(view, nprocs, counts, displs, types, name, w, what, receive):
-    """(counts, byte starts, offsets, lengths, contiguous) of a side, checked in full."""
+def _layout(view, nprocs, counts, displs, types, name, w, what, receive, bottom):
+    """(counts, byte starts, offsets, lengths, contiguous) of a side, checked in full -- as
+    mpi4py reads it: Alltoallv's counts None split the buffer (the first ranks one more where
+    it does not divide), an int is every peer's count, displs None pack the blocks and an int
+    strides them; Alltoallw's counts and displs both None are 1 and 0 for every peer. Blocks
+    at MPI.BOTTOM (absolute addresses) have no buffer to check them against: MPI's rule."""
     extent = types[0].Get_extent()[1]
-    if counts is None:
-        if w or extent <= 0 or view.nbytes % (extent * nprocs):
-            raise BufferSpecError(f"{what}: {name} needs counts (holding {view.nbytes} bytes, "
-                                  f"not a whole number of {_typename(types[0])} for each of "
-                                  f"{nprocs} processes)")
-        counts = view.nbytes // (extent * nprocs)
-    if isinstance(counts, (int, np.integer)):
+    if w and counts is None and displs is None and not bottom:
+        counts, displs = [1] * nprocs, [0] * nprocs
+    if counts is None and not w:
+        if view.nbytes and (extent <= 0 or view.nbytes % extent):
+            raise BufferSpecError(f"{what}: {name} needs counts (it holds {view.nbytes} bytes, "
+                                  f"not a whole number of {_typename(types[0])})")
+        whole = view.nbytes // extent if view.nbytes else 0
+        counts = [whole // nprocs + (q < whole % nprocs) for q in range(nprocs)]
+    if isinstance(counts, (int, np.integer)) and not w:
         counts = [counts] * nprocs
+    if counts is None or (displs is None and (w or bottom)):
+        raise BufferSpecError(f"{what}: {name} needs counts and displacements"
+                              + (" (at MPI.BOTTOM)" if bottom else ""))
     counts = [_index(c, f"{what}: {name} counts[{q}]")
               for q, c in enumerate(_list(counts, nprocs, f"{name} counts", what))]
     if displs is None:
-        if w:
-            raise BufferSpecError(f"{what}: {name} needs displacements (in bytes)")
         displs = np.concatenate(([0], np.cumsum(counts)[:-1])).tolist()
+    elif isinstance(displs, (int, np.integer)) and not w:
+        displs = [int(displs) * q for q in range(nprocs)]
     displs = [_integer(d, f"{what}: {name} displs[{q}]")
               for q, d in enumerate(_list(displs, nprocs, f"{name} displs", what))]
     starts = [d if w else d * extent for d in displs]
     length = np.array([c * t.Get_size() for c, t in zip(counts, types)], np.uint64)
-    contiguous = all(_check_contiguous(t) for c, t in zip(counts, types) if c)
+    contiguous = not bottom and all(_check_contiguous(t) for c, t in zip(counts, types) if c)
+    if bottom:
+        return counts, starts, np.array(starts, np.uint64), length, contiguous
     for q, (count, start, datatype) in enumerate(zip(counts, starts, types)):
         low, high = _touched(count, start, datatype)
         if count and (low < 0 or high > view.nbytes):
@@ -241,7 +256,9 @@ def _coverage(nbytes, counts, starts, types):
 
 
 def _unpack(spec, name, w, what):
-    """(buf, counts, displs, datatype or datatypes) of a spec."""
+    """(buf, counts, displs, datatype or datatypes) of a spec, as mpi4py reads it: in an
+    Alltoallv spec a tuple after the buffer is (counts, displs); an Alltoallw spec is [buf,
+    datatypes], [buf, (counts, displs), datatypes] or [buf, counts, displs, datatypes]."""
     if not isinstance(spec, (list, tuple)):
         if w:
             raise BufferSpecError(f"{what}: {name} must be [buf, (counts, displs), datatypes]")
@@ -249,12 +266,14 @@ def _unpack(spec, name, w, what):
     items = list(spec)
     if len(items) == 4:
         return tuple(items)
+    if w and len(items) == 2:
+        return items[0], None, None, items[1]
     if len(items) in (2, 3):
         buf, layout = items[0], items[1]
         types = items[2] if len(items) == 3 else None
         if len(items) == 2 and isinstance(layout, (MPI.Datatype, str)):
             return buf, None, None, layout
-        if isinstance(layout, tuple):
+        if isinstance(layout, tuple) or (w and isinstance(layout, list)):
             if len(layout) != 2:
                 raise BufferSpecError(f"{what}: {name}: expected (counts, displs), got {layout!r}")
             return buf, layout[0], layout[1], types

@@ -49,6 +49,7 @@ def _load():
         ("pc_copy_list", None, [ptr, ptr, ptr, ptr, size, size]),
         ("pc_serve_lists", c.c_int, [ptr, size, ptr, size, u64, u64, size, ptr, ptr, ptr, ptr,
                                      ptr, size, ptr, size, ptr, i64]),
+        ("pc_mpi_pack", c.c_int, [ptr, c.c_int, ssize, ptr, c.c_int, c.c_int]),
     ]:
         fn = getattr(lib, name)
         fn.restype, fn.argtypes = restype, argtypes
