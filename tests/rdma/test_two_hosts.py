@@ -111,3 +111,12 @@ HOST_CELLS = [("stop", (N, "pap_shm_direct", "2", 4096, {})),
 def test_fault_matrix_sample_across_hosts(fault, config, tmp_path):
     faultmatrix.assert_cell(fault, config, tmp_path, timeout=10, slack=10,
                             env={"PAPCOLL_TRANSPORT": "verbs"}, flags=placement(N))
+
+
+@pytest.mark.parametrize("done,args", [("V ok", ["vcalls.py", "v", "pap_direct", 20]),
+                                       ("PERSISTENT ok", ["requests.py", "persistent",
+                                                          "pap_direct", 100])])
+def test_alltoallv_and_persistent_requests_across_hosts(run_mpi, done, args):
+    res = run_mpi(N, *args, env={**REAL, "PAPCOLL_COPY_THRESHOLD": "4096"}, timeout=900)
+    assert res.returncode == 0, res.stdout[-4000:]
+    assert res.stdout.count(done) == N, res.stdout[-4000:]

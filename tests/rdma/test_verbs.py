@@ -1,6 +1,7 @@
 """papcoll over RDMA verbs (SoftRoCE inside the VM): the transport alone, the correctness
 matrix for the point-to-point and the hierarchical algorithms, PAP order, a write that fails
-mid-call, a sample of the fault matrix, and the cost benchmark with its bare verbs loop. Emulation is ~10x slower than the host, so the matrix here is the quick
+mid-call, a sample of the fault matrix, the cost benchmark with its bare verbs loop, and
+Alltoallv/w and nonblocking and persistent requests. Emulation is ~10x slower than the host, so the matrix here is the quick
 variant (PAPCOLL_TEST_QUICK) and N stays at 2..4."""
 import pytest
 
@@ -94,3 +95,20 @@ FAULT_CELLS = [("kill_during", "pap_direct-4K"), ("stop", "pap_direct-64K-zcopy"
 def test_fault_matrix_sample_over_verbs(fault, config, tmp_path):
     faultmatrix.assert_cell(fault, faultmatrix.CONFIGS[config], tmp_path, timeout=10, slack=10,
                             env={"PAPCOLL_TRANSPORT": "verbs"})
+
+
+# Alltoallv/w (each pair by its block's length: inbox or zero-copy) and requests (a persistent
+# zero-copy request's notice-only starts) over verbs, blocks on both sides of a small slot.
+CALLS = [("V ok", ["vcalls.py", "v", "pap_direct", 20]),
+         ("W ok", ["vcalls.py", "w", "pap_direct"]),
+         ("MISMATCH 0 [1]", ["vcalls.py", "mismatch", "pap_direct"]),
+         ("PERSISTENT ok", ["requests.py", "persistent", "pap_direct", 100]),
+         ("NONBLOCKING ok", ["requests.py", "nonblocking", "pap_direct"])]
+
+
+@pytest.mark.parametrize("done,args", CALLS, ids=[args[1] for _, args in CALLS])
+def test_variable_calls_and_requests_over_verbs(run_mpi, done, args):
+    res = run_mpi(3, *args, env={**VERBS, "PAPCOLL_COPY_THRESHOLD": "4096"}, timeout=900)
+    assert res.returncode == 0, res.stdout[-4000:]
+    assert res.stdout.count(done) == (1 if done.startswith("MISMATCH") else 3), \
+        res.stdout[-4000:]
