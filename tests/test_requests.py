@@ -34,3 +34,12 @@ def test_request_misuse_is_refused(run_mpi, nprocs, algorithm):
     res = run_mpi(nprocs, "requests.py", "misuse", algorithm, timeout=120)
     assert res.returncode == 0, res.stdout[-4000:]
     assert res.stdout.count("MISUSE ok") == nprocs, res.stdout[-4000:]
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("algorithm", ["pap_direct", "pap_direct_zcopy"])
+def test_a_peer_that_never_starts_is_named_by_wait_and_test(run_mpi, algorithm):
+    res = run_mpi(3, "requests.py", "absent", algorithm, env={"PAPCOLL_TIMEOUT": "4"},
+                  timeout=120)
+    assert res.returncode == 0, res.stdout[-4000:]
+    assert "ABSENT 0 [2]" in res.stdout and "ABSENT 1 [2]" in res.stdout, res.stdout[-4000:]

@@ -22,6 +22,20 @@ engine's failures into papcoll's errors. Its schemes:
   (the arrival signal); a sender writes into every peer that has advertised, never waiting for
   one while another is ready. ``STEP``: the same in step order (``direct``).
 * ``ORDER``, the masters of ``shm_direct``: copy-based writes in step order, all at once.
+* ``VAR``, Alltoallv/w: a length per pair; a block that fits the slot goes copy-based, a
+  larger one zero-copy into the region the receiver advertised for it (its record is per
+  peer: that region, exactly the block's length). Both ends know the length, so they pick
+  alike; a receiver whose expected length differs sees a DATA notice of another length, a
+  sender writing zero-copy an advertised region of another length: a MismatchError naming
+  both. (A block that fits on one side only leaves both waiting: the deadline names them.)
+
+A call is a Flight (calls.py): ``launch`` starts it, a nonblocking call's Test moves it on
+without waiting, Wait (or a blocking call) drives it to its end under its deadline. A
+persistent zero-copy request writes its advert records once: they carry the epoch of its first
+start instead of each call's, and later starts send their ADVERT notices alone (no record)
+while nothing else of mine has written records since and its buffer is registered as it was;
+otherwise it writes them again (``advertise``). A sender reads a record only after the notice
+it expects, so it reads either this start's record or the request's unchanged one.
 
 Every Exchange counts its own calls (``epoch``, from 1: the sequence number of its DATA
 notices, one per call and peer) and its own zero-copy calls (``adverts``: the sequence of its

@@ -11,6 +11,9 @@ misuse: a Start of an active request, a Start of a nonblocking one, Free while a
     after Free (BufferSpecError); a blocking call while a request is active
     (CommunicatorStateError); resizing a buffer under a persistent request (Python's
     BufferError); then the Communicator still works. Prints MISUSE ok.
+absent: the last rank never starts its persistent request (and sleeps past the timeout): the
+    others' Wait raises PapcollTimeoutError naming it, within PAPCOLL_TIMEOUT and a slack, and a
+    nonblocking Test loop the same. Prints ABSENT <rank> <missing>.
 """
 import random
 import sys
@@ -196,4 +199,33 @@ def misuse():
     print("MISUSE ok", flush=True)
 
 
-{"persistent": persistent, "nonblocking": nonblocking, "misuse": misuse}[mode]()
+def absent():
+    from papcoll import config
+    from papcoll.errors import PapcollTimeoutError
+    timeout = config.timeout()
+    pc = papcoll.Communicator(world)
+    send = np.arange(size * 5000, dtype=np.int32)
+    recv = np.zeros_like(send)
+    req = pc.Alltoall_init(send, recv, algorithm=algorithm)
+    if rank == size - 1:
+        time.sleep(timeout + 3)
+        print(f"ABSENT {rank} -", flush=True)
+        return
+    start = time.monotonic()
+    try:
+        req.Start()
+        if rank % 2:
+            req.Wait()
+        else:
+            while not req.Test():
+                compute(0.1)
+        missing = "none"
+    except PapcollTimeoutError as err:
+        missing = err.missing
+    took = time.monotonic() - start
+    assert took < timeout + 5, took
+    print(f"ABSENT {rank} {missing}", flush=True)
+
+
+{"persistent": persistent, "nonblocking": nonblocking, "misuse": misuse,
+ "absent": absent}[mode]()
