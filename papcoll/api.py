@@ -16,6 +16,23 @@ _IN_USE = ("this papcoll.Communicator is in use by another thread: calls on one 
 _FINALIZED = "MPI is finalized: papcoll.Communicators are closed, and no new one can be made"
 
 
+def _planned(ctx, plan, sendbuf, recvbuf):
+    """Whether ``plan`` (None: there is none) ran the call: the one entry into C
+    (native/papcoll_call.c), which declines calls of another shape."""
+    if plan is None:
+        return False
+    try:
+        done = plan.run(sendbuf, recvbuf)
+        if done < 0:
+            plan.algorithm.plan_failed(plan, done)   # finishes the call, or raises
+    except BaseException as err:       # e.g. Ctrl-C between two waits: peers mid-call
+        ctx.fail(err)
+        raise
+    if done:
+        ctx.chosen = plan.algorithm.name
+    return bool(done)
+
+
 def _check(comm):
     """papcoll's own check of the communicator, before mpi4py's (whose TypeError says less)."""
     _alive()
@@ -153,28 +170,24 @@ class Communicator(MPI.Intracomm):
         ``recvbuf`` from rank j. ``algorithm`` names a registered algorithm, or ``"auto"`` (the
         selection policy); else ``PAPCOLL_ALGORITHM``, else the policy. Every rank must choose
         the same."""
+        ctx = self._enter()
+        try:
+            if not _planned(ctx, ctx.plans.get(algorithm), sendbuf, recvbuf):
+                self._full_path(ctx, sendbuf, recvbuf, algorithm)
+        finally:
+            ctx.lock.release()
+
+    def _enter(self):
+        """The context of a call, its lock taken (one call at a time), the call counted (a
+        give-up says in which call: rendezvous.py)."""
         ctx = self._context()
         if not ctx.lock.acquire(blocking=False):
             raise CommunicatorStateError(_IN_USE)
-        try:
-            if ctx.active is not None:
-                raise CommunicatorStateError(requests.busy())
-            ctx.peers.calls += 1               # give-ups say in which call (rendezvous.py)
-            plan = ctx.plans.get(algorithm)
-            if plan is not None:               # the one entry into C (native/papcoll_call.c)
-                try:
-                    done = plan.run(sendbuf, recvbuf)
-                    if done < 0:
-                        plan.algorithm.plan_failed(plan, done)   # finishes the call, or raises
-                except BaseException as err:   # e.g. Ctrl-C between two waits: peers mid-call
-                    ctx.fail(err)
-                    raise
-                if done:
-                    ctx.chosen = plan.algorithm.name
-                    return
-            self._full_path(ctx, sendbuf, recvbuf, algorithm)
-        finally:
+        if ctx.active is not None:
             ctx.lock.release()
+            raise CommunicatorStateError(requests.busy())
+        ctx.peers.calls += 1
+        return ctx
 
     @staticmethod
     def _full_path(ctx, sendbuf, recvbuf, algorithm):
@@ -219,25 +232,10 @@ class Communicator(MPI.Intracomm):
         self._variable(True, sendbuf, recvbuf, algorithm)
 
     def _variable(self, w, sendbuf, recvbuf, algorithm):
-        ctx = self._context()
-        if not ctx.lock.acquire(blocking=False):
-            raise CommunicatorStateError(_IN_USE)
+        ctx = self._enter()
         try:
-            if ctx.active is not None:
-                raise CommunicatorStateError(requests.busy())
-            ctx.peers.calls += 1
-            plan = None if w else ctx.plans.get(("v", algorithm))
-            if plan is not None:               # as in Alltoall: one entry into C
-                try:
-                    done = plan.run(sendbuf, recvbuf)
-                    if done < 0:
-                        plan.algorithm.plan_failed(plan, done)
-                except BaseException as err:
-                    ctx.fail(err)
-                    raise
-                if done:
-                    ctx.chosen = plan.algorithm.name
-                    return
+            if not w and _planned(ctx, ctx.plans.get(("v", algorithm)), sendbuf, recvbuf):
+                return
             send, recv = parse_alltoallv(sendbuf, recvbuf, ctx.size, ctx.rank, w)
             name = algorithm or ctx.forced or AUTO
             if name not in (AUTO, algorithm) and not ctx.algorithm_class(name).variable:

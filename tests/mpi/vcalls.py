@@ -142,37 +142,19 @@ def run_v(calls):
     print(f"V ok {calls}", flush=True)
 
 
-def subarray(shape, sub, start, base):
-    t = base.Create_subarray(shape, sub, start).Commit()
-    return t
-
-
-def pencil(pc, n, in_place=False):
-    """A 2-D transpose of an n x n complex128 array distributed by rows, as a pencil FFT makes
-    it: rank r's rows, columns of rank q's part go to q (subarray types on both sides)."""
-    rows = n // size
-    cplx = MPI.C_DOUBLE_COMPLEX
-    a = (np.arange(rows * n, dtype=np.complex128) + 1j * rank).reshape(rows, n)
-    out = np.zeros((n, rows), np.complex128)         # after: my columns, all rows
-    stypes = [subarray([rows, n], [rows, rows], [0, q * rows], cplx) for q in range(size)]
-    rtypes = [subarray([n, rows], [rows, rows], [q * rows, 0], cplx) for q in range(size)]
-    ones, zeros = [1] * size, [0] * size
-    expected = np.zeros_like(out)
-    world.Alltoallw([a, (ones, zeros), stypes], [expected, (ones, zeros), rtypes])
-    pc.Alltoallw([a, (ones, zeros), stypes], [out, (ones, zeros), rtypes], algorithm=algorithm)
-    assert np.array_equal(out, expected)
-    for t in stypes + rtypes:
-        t.Free()
-
-
-def pencil3d(pc, n):
-    """A 3-D pencil step: (n/size, n, n) slabs to (n, n/size, n) -- 3-D subarrays."""
+def pencil(pc, n, dims):
+    """A pencil FFT's transpose of a complex128 array of n^dims elements, by subarray types on
+    both sides: dims 2, rows to columns, (n/size, n) to (n, n/size); dims 3, slabs to pencils,
+    (n/size, n, n) to (n, n/size, n). Every element differs (rank and index)."""
     p = n // size
+    rest = [n] * (dims - 2)
+    a = (np.arange(p * n ** (dims - 1), dtype=np.complex128) + 1j * rank).reshape(p, n, *rest)
+    out = np.zeros((n, p, *rest), np.complex128)
     cplx = MPI.C_DOUBLE_COMPLEX
-    a = (np.arange(p * n * n, dtype=np.complex128) * (rank + 1)).reshape(p, n, n)
-    out = np.zeros((n, p, n), np.complex128)
-    stypes = [subarray([p, n, n], [p, p, n], [0, q * p, 0], cplx) for q in range(size)]
-    rtypes = [subarray([n, p, n], [p, p, n], [q * p, 0, 0], cplx) for q in range(size)]
+    stypes = [cplx.Create_subarray([p, n, *rest], [p, p, *rest], [0, q * p] + [0] * (dims - 2))
+              .Commit() for q in range(size)]
+    rtypes = [cplx.Create_subarray([n, p, *rest], [p, p, *rest], [q * p, 0] + [0] * (dims - 2))
+              .Commit() for q in range(size)]
     ones, zeros = [1] * size, [0] * size
     expected = np.zeros_like(out)
     world.Alltoallw([a, (ones, zeros), stypes], [expected, (ones, zeros), rtypes])
@@ -217,8 +199,8 @@ def run_w():
     rng = random.Random(99)
     with papcoll.Communicator(world) as pc:
         for n in (size * 4, size * 16):
-            pencil(pc, n)
-            pencil3d(pc, n)
+            pencil(pc, n, 2)
+            pencil(pc, n, 3)
         for k in range(12):
             time.sleep(rng.random() * 0.002 * ((rank + k) % size))
             mixed(pc, rng, in_place=k % 3 == 2)
