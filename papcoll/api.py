@@ -247,6 +247,7 @@ class Communicator(MPI.Intracomm):
                                      f"{', '.join(policy.variable())} (or 'auto')")
             ctx.chosen = name
             if ctx.size == 1:
+                send.pack()
                 copy_own(send, recv, 0)
                 return
             ctx.trace.begin(name, ctx.calls)

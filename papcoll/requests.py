@@ -170,10 +170,9 @@ def make(ctx, persistent, w, sendbuf, recvbuf, algorithm):
     kept = Persistent((sendbuf, recvbuf) if w is None else None) if persistent else None
 
     def start():
-        if w is not None and persistent and send.moves is not None:
-            send.pack()                   # the send data may have changed since
         if algo is None:                  # one process: a copy
             if w is not None:
+                send.pack()
                 copy_own(send, recv, 0)
             elif send is not None:
                 recv.data[:] = send.data

@@ -42,9 +42,11 @@ class Blocks(NamedTuple):
         return self.data[int(self.offset[peer]):int(self.offset[peer] + self.length[peer])]
 
     def pack(self):
-        """Fill the staging array from the user's buffer (a send side)."""
-        for q in range(len(self.offset)):
-            self.pack_one(q)
+        """Fill the staging array, if any, from the user's buffer (a send side): once per
+        call, by whichever algorithm moves the staged bytes (MPI's own takes the specs)."""
+        if self.moves is not None:
+            for q in range(len(self.offset)):
+                self.pack_one(q)
 
     def pack_one(self, q, unpack=False):
         datatype, where, count = self.moves[q]
@@ -65,7 +67,8 @@ class Blocks(NamedTuple):
 
 
 def copy_own(send, recv, rank):
-    """My block to myself, into its place (unpacked where the receive side is staged)."""
+    """My block to myself (``send`` packed), into its place (unpacked where the receive side is
+    staged)."""
     recv.block_of(rank)[:] = send.block_of(rank)
     if recv.moves is not None:
         recv.unpack_one(rank)
@@ -79,16 +82,13 @@ def _region(where, datatype, count):
 
 def parse_alltoallv(sendbuf, recvbuf, nprocs, rank, w=False):
     """(send, recv): Blocks of an Alltoallv (``w``: Alltoallw) on ``nprocs`` processes by
-    ``rank``; send is a private packed copy of the receive blocks for MPI.IN_PLACE."""
+    ``rank``; for MPI.IN_PLACE send is a private copy of the receive blocks. A staged send
+    side is filled by its ``pack()``."""
     what = "Alltoallw" if w else "Alltoallv"
     recv = _side(recvbuf, nprocs, "recvbuf", True, w, what)
     if sendbuf is MPI.IN_PLACE:
-        send = _staged(recv)
-        send.pack()
-        return send, recv
+        return _staged(recv), recv
     send = _side(sendbuf, nprocs, "sendbuf", False, w, what)
-    if send.moves is not None:
-        send.pack()
     if send.length[rank] != recv.length[rank]:
         raise BufferSpecError(f"{what}: sendbuf sends {send.length[rank]} bytes to rank {rank} "
                               f"itself, but recvbuf expects {recv.length[rank]} from it")

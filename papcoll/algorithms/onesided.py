@@ -54,6 +54,7 @@ every peer it has not written to (its block fits its slot at every peer) before 
 so that they see it too.
 """
 import ctypes
+import weakref
 
 import numpy as np
 
@@ -68,6 +69,10 @@ from .calls import DONE, Call, Flight
 from .registry import Algorithm, describe
 
 EVENTS = ("seen", "sent", "received", "received")     # the engine's, by kind (PC_SEEN...)
+
+
+def _nobody():
+    """What a dead weak reference returns: no request's advert records are held."""
 
 
 def _counter(name):
@@ -89,7 +94,8 @@ class Exchange:
         self.counter = ctypes.c_uint64(0)       # epoch and adverts: the plans (C) read
         self.advert_counter = ctypes.c_uint64(0)  # them too
         self.calls = {}
-        self.records = None     # the Persistent whose advert records my peers hold, if any
+        self.records = _nobody  # (a weak reference to) the Persistent whose advert records
+                                # my peers hold
 
     epoch = _counter("counter")
     adverts = _counter("advert_counter")
@@ -132,11 +138,11 @@ class Exchange:
         still hold its records for the same registration -- no other call of mine has written
         records since (``records``) and the buffer is registered as it was."""
         c.s.record_epoch = 0 if persistent is None else persistent.first(self.epoch)
-        c.s.notice_only = persistent is not None and self.records is persistent \
+        c.s.notice_only = persistent is not None and self.records() is persistent \
             and persistent.where == where
         if not c.s.notice_only:
             xport.advert(c.s, *where)
-        self.records = persistent
+        self.records = _nobody if persistent is None else weakref.ref(persistent)
         if persistent is not None:
             persistent.where = where
 
@@ -150,7 +156,7 @@ class Exchange:
         anyone or not."""
         c = self.prepare_var(send, recv, slot)
         self.adverts += 1
-        self.records = None
+        self.records = _nobody
         self.start(c)
         exposed = c.advertise.any()
         if exposed:

@@ -102,6 +102,7 @@ class PapDirect(OneSidedAlgorithm):
         copy-based up to the slot, zero-copy above (Exchange.launch_var)."""
         x = self.exchange
         x.begin(self.signature(0, "variable"))
+        send.pack()
         copy_own(send, recv, x.rank)
         return x.launch_var(send, recv, self.slot)
 

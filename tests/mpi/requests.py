@@ -15,9 +15,11 @@ absent: the last rank never starts its persistent request (and sleeps past the t
     others' Wait raises PapcollTimeoutError naming it, within PAPCOLL_TIMEOUT and a slack, and a
     nonblocking Test loop the same. Prints ABSENT <rank> <missing>.
 """
+import gc
 import random
 import sys
 import time
+import weakref
 
 import numpy as np
 from mpi4py import MPI
@@ -104,6 +106,19 @@ def persistent():
             assert list(a) == list(b) == [10 * q + rank for q in range(size)], (a, b)
             for r in reqs:
                 r.Free()
+        # nothing keeps a freed request's buffers: not it, its plan, its advert records
+        for block in (1, 5000):
+            big = np.arange(size * block, dtype=np.int32)
+            out = np.zeros_like(big)
+            refs = [weakref.ref(big), weakref.ref(out)]
+            req = pc.Alltoall_init(big, out, algorithm=algorithm)
+            for _ in range(3):
+                req.Start()
+                req.Wait()
+            req.Free()
+            del big, out, req
+            gc.collect()
+            assert all(ref() is None for ref in refs), block
     print("PERSISTENT ok", flush=True)
 
 
