@@ -17,7 +17,6 @@ negative, every byte a block's typemap touches inside the buffer, receive blocks
 overlap (contiguous ones by their ranges, others byte by byte), and my block to myself as
 long as the one I expect from myself.
 """
-from typing import NamedTuple
 
 import numpy as np
 from mpi4py import MPI
@@ -27,16 +26,24 @@ from .errors import BufferSpecError
 from .native.lib import lib
 
 
-class Blocks(NamedTuple):
+class Blocks:
     """One side of an Alltoallv/w: peer q's block is ``length[q]`` bytes at ``offset[q]`` of
     ``data`` (uint8, contiguous); ``moves`` is None when ``data`` is the user's buffer, else
-    one (datatype, address, count) per peer to pack from or unpack into."""
-    data: np.ndarray
-    offset: np.ndarray        # uint64
-    length: np.ndarray        # uint64
-    moves: list | None
-    shape: tuple | None = None   # an Alltoallv side's (counts, displs, datatype, MPI datatype)
-                                 # as the spec gave them, for a plan (native/plan.py)
+    one (datatype, address, count) per peer to pack from or unpack into, and ``data`` a
+    staging array made at its first use (MPI's own algorithm never uses it). ``shape``: an
+    Alltoallv side's (counts, displs, datatype, MPI datatype) as the spec gave them, for a
+    plan (native/plan.py)."""
+    __slots__ = ("_data", "offset", "length", "moves", "shape")
+
+    def __init__(self, data, offset, length, moves, shape=None):
+        self._data, self.offset, self.length, self.moves, self.shape = (data, offset, length,
+                                                                        moves, shape)
+
+    @property
+    def data(self):
+        if self._data is None:
+            self._data = np.empty(int(self.length.sum()), np.uint8)
+        return self._data
 
     def block_of(self, peer):
         return self.data[int(self.offset[peer]):int(self.offset[peer] + self.length[peer])]
@@ -98,13 +105,15 @@ def parse_alltoallv(sendbuf, recvbuf, nprocs, rank, w=False):
     return send, recv
 
 
-def _staged(side):
-    """A packed private copy of ``side``'s blocks (IN_PLACE's send side)."""
+def _staged(side, packed=None):
+    """A packed private copy of ``side``'s blocks (IN_PLACE's send side), at offsets
+    ``packed`` (default: computed)."""
     length = side.length
-    offset = np.concatenate(([0], np.cumsum(length)[:-1])).astype(np.uint64)
+    if packed is None:
+        packed = np.concatenate(([0], np.cumsum(length)[:-1])).astype(np.uint64)
     moves = side.moves or [(MPI.BYTE, side.data.ctypes.data + int(o), int(n))
                            for o, n in zip(side.offset, length)]
-    return Blocks(np.empty(int(length.sum()), np.uint8), offset, length, moves)
+    return Blocks(None, packed, length, moves)
 
 
 def _side(spec, nprocs, name, receive, w, what):
@@ -131,7 +140,7 @@ def _side(spec, nprocs, name, receive, w, what):
             _layouts.clear()
         _layouts[key] = layout
     counts_given = counts
-    counts, starts, offset, length, contiguous = layout
+    counts, starts, offset, length, contiguous, packed = layout
     if contiguous:
         shape = None
         if not w and isinstance(counts_given, (list, tuple)):
@@ -139,7 +148,8 @@ def _side(spec, nprocs, name, receive, w, what):
         return Blocks(view, offset, length, None, shape)
     base = 0 if bottom else view.ctypes.data
     return _staged(Blocks(view, None, length,
-                          [(t, base + s, c) for c, s, t in zip(counts, starts, types)]))
+                          [(t, base + s, c) for c, s, t in zip(counts, starts, types)]),
+                   packed)
 
 
 # What a side's checks found, by what decides them: the buffer's length, the counts and
@@ -167,7 +177,8 @@ def _fingerprint(datatype):
 
 
 def _layout(view, nprocs, counts, displs, types, name, w, what, receive, bottom):
-    """(counts, byte starts, offsets, lengths, contiguous) of a side, checked in full -- as
+    """(counts, byte starts, offsets, lengths, contiguous, offsets packed) of a side, checked
+    in full -- as
     mpi4py reads it: Alltoallv's counts None split the buffer (the first ranks one more where
     it does not divide), an int is every peer's count, displs None pack the blocks and an int
     strides them; Alltoallw's counts and displs both None are 1 and 0 for every peer. Blocks
@@ -197,8 +208,9 @@ def _layout(view, nprocs, counts, displs, types, name, w, what, receive, bottom)
     starts = [d if w else d * extent for d in displs]
     length = np.array([c * t.Get_size() for c, t in zip(counts, types)], np.uint64)
     contiguous = not bottom and all(_check_contiguous(t) for c, t in zip(counts, types) if c)
+    packed = np.concatenate(([0], np.cumsum(length)[:-1])).astype(np.uint64)
     if bottom:
-        return counts, starts, np.array(starts, np.uint64), length, contiguous
+        return counts, starts, np.array(starts, np.uint64), length, contiguous, packed
     for q, (count, start, datatype) in enumerate(zip(counts, starts, types)):
         low, high = _touched(count, start, datatype)
         if count and (low < 0 or high > view.nbytes):
@@ -207,7 +219,7 @@ def _layout(view, nprocs, counts, displs, types, name, w, what, receive, bottom)
                 f"{start}) reaches bytes {low} to {high}, outside the buffer's {view.nbytes}")
     if receive:
         _check_overlap(view, counts, starts, types, contiguous, name, what)
-    return counts, starts, np.array(starts, np.uint64), length, contiguous
+    return counts, starts, np.array(starts, np.uint64), length, contiguous, packed
 
 
 def _touched(count, start, datatype):
