@@ -54,13 +54,29 @@ static int same_ints(PyObject *seq, const int64_t *values, int64_t n)
     return 1;
 }
 
-/* The buffer of one side of an Alltoallv call, held in b, if the spec has the shape sh (the
- * same counts, displacements, datatype object, buffer length and format); 0 otherwise. */
+/* Whether seq is a list or tuple of exactly the n objects of objects. */
+static int same_objects(PyObject *seq, void *const *objects, int64_t n)
+{
+    if ((!PyList_CheckExact(seq) && !PyTuple_CheckExact(seq)) ||
+        PySequence_Fast_GET_SIZE(seq) != n)
+        return 0;
+    PyObject **item = PySequence_Fast_ITEMS(seq);
+    for (int64_t i = 0; i < n; i++)
+        if (item[i] != objects[i])
+            return 0;
+    return 1;
+}
+
+/* The buffer of one side of an Alltoallv (Alltoallw) call, held in b, if the spec has the
+ * shape sh (the same counts, displacements, datatype object (objects), buffer length and
+ * format); 0 otherwise. */
 static int vheld(const struct pc_vshape *sh, PyObject *spec, Py_buffer *b, int writable,
                  int64_t n)
 {
     struct vspec v;
-    if (!vspec_of(spec, &v) || v.datatype != sh->datatype ||
+    if (!vspec_of(spec, &v) ||
+        (sh->datatypes ? v.datatype == NULL || !same_objects(v.datatype, sh->datatypes, n)
+                       : v.datatype != sh->datatype) ||
         (v.displs != NULL) != sh->displs_given || !same_ints(v.counts, sh->counts, n) ||
         (v.displs && !same_ints(v.displs, sh->displs, n)))
         return 0;
@@ -128,8 +144,10 @@ PyObject *pc_alltoallv(PyObject *module, PyObject *const *args, Py_ssize_t nargs
     if (p->kind == PC_PLAN_VAR) {
         rc = run_var(p, s.buf, r.buf);
     } else {
+        int w = p->kind == PC_PLAN_MPIW;
         Py_BEGIN_ALLOW_THREADS
-        rc = pc_mpi_alltoallv(s.buf, &p->vshape[0], r.buf, &p->vshape[1], p->comm);
+        rc = (w ? pc_mpi_alltoallw : pc_mpi_alltoallv)(s.buf, &p->vshape[0], r.buf,
+                                                        &p->vshape[1], p->comm);
         Py_END_ALLOW_THREADS
         rc = rc ? -rc : 1;
     }

@@ -107,6 +107,21 @@ int pc_mpi_alltoallv(const void *send, const struct pc_vshape *s, void *recv,
                          PC_HANDLE(MPI_Comm, comm));
 }
 
+int pc_mpi_alltoallw(const void *send, const struct pc_vshape *s, void *recv,
+                     const struct pc_vshape *r, intptr_t comm)
+{
+    MPI_Comm c = PC_HANDLE(MPI_Comm, comm);
+    int n;
+    MPI_Comm_size(c, &n);
+    MPI_Datatype types[2][n];
+    for (int q = 0; q < n; q++) {
+        types[0][q] = PC_HANDLE(MPI_Datatype, s->mpi_types[q]);
+        types[1][q] = PC_HANDLE(MPI_Datatype, r->mpi_types[q]);
+    }
+    return MPI_Alltoallw(send, s->icounts, s->idispls, types[0], recv, r->icounts, r->idispls,
+                         types[1], c);
+}
+
 static int mpi_fail(struct pc_xport *x, size_t peer, int rc)
 {
     return pc_xport_fail(x, peer, rc, 0);

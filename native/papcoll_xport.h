@@ -209,6 +209,10 @@ struct pc_vshape;
 int pc_mpi_alltoallv(const void *send, const struct pc_vshape *s, void *recv,
                      const struct pc_vshape *r, intptr_t comm);
 
+/* MPI_Alltoallw on comm, each side as a PC_PLAN_MPIW plan's vshape says: the MPI error code. */
+int pc_mpi_alltoallw(const void *send, const struct pc_vshape *s, void *recv,
+                     const struct pc_vshape *r, intptr_t comm);
+
 /* ---- the engine: one call of PAP Direct ------------------------------------------------ */
 
 #define PC_COPY 1   /* copy-based: write into the peer's inbox; its data found = it arrived */
@@ -345,12 +349,14 @@ int pc_xcall_run(struct pc_xcall *c, int64_t timeout_ns);
 #define PC_PLAN_MPIV 5    /* mpi's Alltoallv: the MPI library's MPI_Alltoallv */
 #define PC_PLAN_VAR 6     /* pap_direct's Alltoallv: the engine's PC_VAR call, every block in
                            * the inbox (one prepared call per bank) */
+#define PC_PLAN_MPIW 7    /* mpi's Alltoallw: the MPI library's MPI_Alltoallw */
 
 /* One side (send, receive) of the Alltoallv calls a plan takes: the spec's counts and
  * displacements in elements (n each; displs_given 0: the spec gives none, and the blocks are
  * packed), the datatype object it names (NULL: the buffer's format, of itemsize bytes, says
  * it), the buffer's length; for MPI, the counts and displacements as ints and the datatype's
- * handle value (as in pc_mpi_open). */
+ * handle value (as in pc_mpi_open). An Alltoallw side (PC_PLAN_MPIW) names a datatype object
+ * per process instead (datatypes, n; displacements in bytes), of handle values mpi_types. */
 struct pc_vshape {
     int64_t nbytes, itemsize;
     char format[16];
@@ -359,6 +365,8 @@ struct pc_vshape {
     const int64_t *counts, *displs;
     const int *icounts, *idispls;
     intptr_t mpi_type;
+    void *const *datatypes;
+    const intptr_t *mpi_types;
 };
 
 /* One round of a hierarchical call (papcoll/algorithms/shm_direct.py says why it is correct),

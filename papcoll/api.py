@@ -234,7 +234,7 @@ class Communicator(MPI.Intracomm):
     def _variable(self, w, sendbuf, recvbuf, algorithm):
         ctx = self._enter()
         try:
-            if not w and _planned(ctx, ctx.plans.get(("v", algorithm)), sendbuf, recvbuf):
+            if _planned(ctx, ctx.plans.get(("w" if w else "v", algorithm)), sendbuf, recvbuf):
                 return
             send, recv = parse_alltoallv(sendbuf, recvbuf, ctx.size, ctx.rank, w)
             name = algorithm or ctx.forced or AUTO
@@ -261,10 +261,9 @@ class Communicator(MPI.Intracomm):
             finally:
                 config.restore(token)
             ctx.trace.end()
-            if not w:
-                plan = algo.planv(algorithm, sendbuf, recvbuf, send, recv)
-                if plan is not None:
-                    ctx.plans[("v", algorithm)] = plan
+            plan = algo.planv(algorithm, sendbuf, recvbuf, send, recv)
+            if plan is not None:
+                ctx.plans[("w" if w else "v", algorithm)] = plan
         finally:
             ctx.lock.release()
 

@@ -33,7 +33,8 @@ class Blocks:
     staging array made at its first use (MPI's own algorithm never uses it). ``shape``: an
     Alltoallv side's (counts, displs, datatype, MPI datatype) as the spec gave them, for a
     plan (native/plan.py)."""
-    __slots__ = ("_data", "offset", "length", "moves", "shape")
+    __slots__ = ("_data", "offset", "length", "moves", "shape")   # shape: also Alltoallw's,
+                                                                  # its datatypes per peer
 
     def __init__(self, data, offset, length, moves, shape=None):
         self._data, self.offset, self.length, self.moves, self.shape = (data, offset, length,
@@ -122,13 +123,13 @@ def _side(spec, nprocs, name, receive, w, what):
     buf, counts, displs, types = _unpack(spec, name, w, what)
     bottom = buf is MPI.BOTTOM               # absolute addresses, in the datatypes
     view = np.empty(0, np.uint8) if bottom else _bytes_of(buf, name, receive)
+    given = types
     if w:
         if isinstance(types, (MPI.Datatype, str)):
             types = [types] * nprocs
         types = _list(types, nprocs, f"{name} datatypes", what)
         types = [_datatype(t, f"{name} datatypes[{q}]") for q, t in enumerate(types)]
     else:
-        given = types
         one = _implied(buf, name)[0] if types is None else _datatype(types, f"{name} datatype")
         types = [one] * nprocs
     key = (view.nbytes, nprocs, w, receive, bottom, _hashable(counts), _hashable(displs),
@@ -141,15 +142,18 @@ def _side(spec, nprocs, name, receive, w, what):
         _layouts[key] = layout
     counts_given = counts
     counts, starts, offset, length, contiguous, packed = layout
+    shape = None
+    if isinstance(counts_given, (list, tuple)) and not bottom:
+        shape = ((counts_given, displs, list(given), types) if w else
+                 (counts_given, displs, given, types[0]))
     if contiguous:
-        shape = None
-        if not w and isinstance(counts_given, (list, tuple)):
-            shape = (counts_given, displs, given, types[0])
         return Blocks(view, offset, length, None, shape)
     base = 0 if bottom else view.ctypes.data
-    return _staged(Blocks(view, None, length,
-                          [(t, base + s, c) for c, s, t in zip(counts, starts, types)]),
-                   packed)
+    staged = _staged(Blocks(view, None, length,
+                            [(t, base + s, c) for c, s, t in zip(counts, starts, types)]),
+                     packed)
+    staged.shape = shape if w else None
+    return staged
 
 
 # What a side's checks found, by what decides them: the buffer's length, the counts and

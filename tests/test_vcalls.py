@@ -23,9 +23,11 @@ def test_alltoallv_by_mpi_and_by_the_policy(run_mpi, algorithm):
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("nprocs,node_size", [(1, 1), (2, 2), (3, 1), (4, 2), (5, 3)])
-def test_alltoallw_pencils_vectors_resized_match_mpi(run_mpi, nprocs, node_size):
-    res = run_mpi(nprocs, "vcalls.py", "w", "pap_direct",
+@pytest.mark.parametrize("nprocs,node_size,algorithm", [
+    (1, 1, "pap_direct"), (2, 2, "pap_direct"), (3, 1, "pap_direct"), (4, 2, "pap_direct"),
+    (5, 3, "pap_direct"), (3, 1, "mpi"), (4, 2, "auto")])
+def test_alltoallw_pencils_vectors_resized_match_mpi(run_mpi, nprocs, node_size, algorithm):
+    res = run_mpi(nprocs, "vcalls.py", "w", algorithm,
                   env={**SLOT, "PAPCOLL_NODE_SIZE": str(node_size)}, timeout=240)
     assert res.returncode == 0, res.stdout[-4000:]
     assert res.stdout.count("W ok") == nprocs, res.stdout[-4000:]

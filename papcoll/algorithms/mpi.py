@@ -46,13 +46,15 @@ class MpiAlltoall(Algorithm):
 
     def planv(self, key, sendbuf, recvbuf, send, recv):
         if (not isinstance(self.ctx.trace, NoTrace) or send.shape is None
-                or recv.shape is None):
+                or recv.shape is None or isinstance(send.shape[3], list)
+                != isinstance(recv.shape[3], list)):
             return None
         try:
             plan = Plan.alltoallv(self, (send.shape, recv.shape), comm=self.ctx.comm)
         except OverflowError:         # counts or displacements beyond MPI's ints
             return None
-        return keep(self.plans, ("v", key), plan, plan.bindv(sendbuf, recvbuf))
+        kind = "w" if isinstance(send.shape[3], list) else "v"
+        return keep(self.plans, (kind, key), plan, plan.bindv(sendbuf, recvbuf))
 
     def plan_failed(self, plan, rc):
         raise MPI.Exception(-rc)

@@ -220,10 +220,11 @@ class Exchange:
     def plan_var(self, algorithm, send, recv, slot, sig):
         """A plan of ``algorithm``'s for Alltoallv calls of this shape whose blocks all go
         through the inbox, or None."""
-        if (send.shape is None or recv.shape is None or max(send.length.max(initial=0),
-                                                             recv.length.max(initial=0)) > slot
+        if (send.shape is None or recv.shape is None or send.moves is not None
+                or recv.moves is not None or isinstance(send.shape[3], list)
+                or max(send.length.max(initial=0), recv.length.max(initial=0)) > slot
                 or send.data.nbytes > self.transport.inline):
-            return None
+            return None             # staged data (packed by Python) or an Alltoallw
         calls = [self.prepare_var(send, recv, slot, bank) for bank in (0, 1)]
         for call in calls:
             call.s.code, call.s.lkey = signature.code_of(sig), 0

@@ -66,7 +66,8 @@ class Algorithm:
 
     def planv(self, key, sendbuf, recvbuf, send, recv):
         """The same for an Alltoallv (``send``, ``recv``: its vbuffers.Blocks): a bound plan
-        (Plan.alltoallv), kept in ``self.plans[("v", key)]``, or None (the default)."""
+        (Plan.alltoallv), kept in ``self.plans[("v", key)]`` (an Alltoallw's: ``("w",
+        key)``), or None (the default)."""
 
     def plan_failed(self, plan, rc):
         raise NotImplementedError

@@ -15,7 +15,7 @@ from .lib import address, timeout_ns
 from .loops import _Exchange
 from .xport import Gate, XCallStruct
 
-SEGMENT, ENGINE, MPI_ALLTOALL, HIER, MPIV, VAR = 1, 2, 3, 4, 5, 6     # PC_PLAN_*
+SEGMENT, ENGINE, MPI_ALLTOALL, HIER, MPIV, VAR, MPIW = 1, 2, 3, 4, 5, 6, 7     # PC_PLAN_*
 GATHER, MASTERS, SCATTER = 1, 2, 3                   # PC_HIER_*: a hierarchical call's phase
 
 
@@ -31,7 +31,7 @@ class VShape(c.Structure):           # struct pc_vshape
     _fields_ = [("nbytes", c.c_int64), ("itemsize", c.c_int64), ("format", c.c_char * 16),
                 ("datatype", c.c_void_p), ("displs_given", c.c_int), ("counts", c.c_void_p),
                 ("displs", c.c_void_p), ("icounts", c.c_void_p), ("idispls", c.c_void_p),
-                ("mpi_type", c.c_ssize_t)]
+                ("mpi_type", c.c_ssize_t), ("datatypes", c.c_void_p), ("mpi_types", c.c_void_p)]
 
 
 class PlanStruct(c.Structure):        # struct pc_plan
@@ -104,9 +104,12 @@ class Plan:
         """An Alltoallv plan: MPI_Alltoallv on ``comm``, or (``calls``: the prepared PC_VAR
         call of each bank, counting in ``counter`` and ``adverts`` as :meth:`engine`'s) the
         engine's. ``shapes``: each side's (counts, displs as the spec gave them or None,
-        datatype object named or None, MPI datatype), from the full path's check."""
+        datatype object named or None, MPI datatype), from the full path's check -- or, an
+        Alltoallw's (MPI_Alltoallw on ``comm``), lists of the datatype objects named and of
+        the MPI datatypes, one per process."""
+        w = isinstance(shapes[0][3], list)
         if calls is None:
-            plan = cls(algorithm, MPIV, comm.Get_size(), comm=comm.handle)
+            plan = cls(algorithm, MPIW if w else MPIV, comm.Get_size(), comm=comm.handle)
         else:
             plan = cls(algorithm, VAR, calls[0].s.x.contents.n, parts=calls,
                        epoch=c.addressof(counter), adverts=c.addressof(adverts),
@@ -121,8 +124,15 @@ class Plan:
                       np.array(counts, np.intc), np.array(displs, np.intc)]
             plan.kept += [*arrays, datatype]
             side.counts, side.displs, side.icounts, side.idispls = map(address, arrays)
-            side.displs_given, side.mpi_type = given, mpi_type.handle
-            side.datatype = None if datatype is None else id(datatype)
+            side.displs_given = given
+            if w:
+                objects = np.array([id(d) for d in datatype], np.uintp)
+                handles = np.array([t.handle for t in mpi_type], np.uint64).view(np.intp)
+                plan.kept += [objects, handles]
+                side.datatypes, side.mpi_types = address(objects), address(handles)
+            else:
+                side.mpi_type = mpi_type.handle
+                side.datatype = None if datatype is None else id(datatype)
         plan.run = functools.partial(_native.alltoallv, plan.address)
         return plan
 

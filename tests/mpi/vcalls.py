@@ -142,10 +142,11 @@ def run_v(calls):
     print(f"V ok {calls}", flush=True)
 
 
-def pencil(pc, n, dims):
+def pencil(pc, n, dims, repeat=1):
     """A pencil FFT's transpose of a complex128 array of n^dims elements, by subarray types on
     both sides: dims 2, rows to columns, (n/size, n) to (n, n/size); dims 3, slabs to pencils,
-    (n/size, n, n) to (n, n/size, n). Every element differs (rank and index)."""
+    (n/size, n, n) to (n, n/size, n). Every element differs (rank and index). ``repeat``: the
+    same call again (the same datatype objects: a plan's path), the data changed each time."""
     p = n // size
     rest = [n] * (dims - 2)
     a = (np.arange(p * n ** (dims - 1), dtype=np.complex128) + 1j * rank).reshape(p, n, *rest)
@@ -156,10 +157,13 @@ def pencil(pc, n, dims):
     rtypes = [cplx.Create_subarray([n, p, *rest], [p, p, *rest], [q * p, 0] + [0] * (dims - 2))
               .Commit() for q in range(size)]
     ones, zeros = [1] * size, [0] * size
-    expected = np.zeros_like(out)
-    world.Alltoallw([a, (ones, zeros), stypes], [expected, (ones, zeros), rtypes])
-    pc.Alltoallw([a, (ones, zeros), stypes], [out, (ones, zeros), rtypes], algorithm=algorithm)
-    assert np.array_equal(out, expected)
+    for k in range(repeat):
+        a += k
+        expected = np.zeros_like(out)
+        world.Alltoallw([a, (ones, zeros), stypes], [expected, (ones, zeros), rtypes])
+        pc.Alltoallw([a, (ones, zeros), stypes], [out, (ones, zeros), rtypes],
+                     algorithm=algorithm)
+        assert np.array_equal(out, expected), k
     for t in stypes + rtypes:
         t.Free()
 
@@ -201,6 +205,7 @@ def run_w():
         for n in (size * 4, size * 16):
             pencil(pc, n, 2)
             pencil(pc, n, 3)
+        pencil(pc, size * 4, 3, repeat=20)
         for k in range(12):
             time.sleep(rng.random() * 0.002 * ((rank + k) % size))
             mixed(pc, rng, in_place=k % 3 == 2)
