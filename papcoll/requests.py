@@ -15,6 +15,8 @@ holds its buffers (buffer exports: Python refuses to resize or release them mean
 ``Free``, or, nonblocking, until complete. Requests are papcoll's, not MPI's: MPI's
 ``Waitall`` cannot take them, and papcoll's :func:`waitall` takes both kinds.
 """
+import weakref
+
 from mpi4py import MPI
 
 from . import config
@@ -36,6 +38,7 @@ class Request:
         self._hold = list(hold)         # the buffers, held while the request may use them
         self._op = None
         self._freed = False
+        self._free = None               # frees what a persistent request kept (make())
 
     # ---- mpi4py's verbs -------------------------------------------------------------------
 
@@ -137,9 +140,12 @@ class Request:
             return done
 
     def _release(self):
-        """Drop every reference to the user's buffers (the parsed ones are in ``_start``)."""
+        """Drop every reference to the user's buffers (the parsed ones are in ``_start``), and
+        what the request kept between starts."""
         self._hold.clear()
         self._start = None
+        if self._free is not None:
+            self._free()                # once: a finalizer runs at most once
 
 
 def busy():
@@ -177,8 +183,12 @@ def make(ctx, persistent, w, sendbuf, recvbuf, algorithm):
             elif send is not None:
                 recv.data[:] = send.data
             return DONE
-        return algo.start(send, recv, kept) if w is None else algo.startv(send, recv, specs)
-    return Request(ctx, start, name, persistent, hold(sendbuf, recvbuf))
+        return (algo.start(send, recv, kept) if w is None else
+                algo.startv(send, recv, specs, kept))
+    request = Request(ctx, start, name, persistent, hold(sendbuf, recvbuf))
+    if kept is not None:      # what it keeps (an MPI request of mpi's) goes with it, freed or not
+        request._free = weakref.finalize(request, kept.free)
+    return request
 
 
 def choose(ctx, algorithm, w, block):

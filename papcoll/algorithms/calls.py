@@ -6,6 +6,8 @@ import ctypes
 
 import numpy as np
 
+from mpi4py import MPI
+
 from .. import progress
 from ..native import xport
 from ..native.lib import address
@@ -14,15 +16,21 @@ from ..native.lib import address
 class Persistent:
     """What a persistent request keeps between its starts: the epoch of its first (its
     advert records carry it) and the registration they describe (zero-copy); the buffers as
-    the user passed them, for a plan of its own, and that plan (copy-based)."""
+    the user passed them, for a plan of its own, and that plan (copy-based); or ``mpi``'s MPI
+    persistent request, which ``free()`` frees."""
 
     def __init__(self, specs=None):
         self.epoch, self.where = 0, None
-        self.specs, self.plan = specs, None
+        self.specs, self.plan, self.request = specs, None, None
 
     def first(self, epoch):
         self.epoch = self.epoch or epoch
         return self.epoch
+
+    def free(self):
+        request, self.request, self.specs, self.plan = self.request, None, None, None
+        if request is not None and not MPI.Is_finalized():
+            request.Free()
 
 
 class Done:

@@ -26,12 +26,26 @@ class MpiAlltoall(Algorithm):
         (self.ctx.comm.Alltoallw if w else self.ctx.comm.Alltoallv)(sendbuf, recvbuf)
 
     def start(self, send, recv, persistent=None):
-        return Started(self.ctx.comm.Ialltoall(*self.specs(send, recv)))
+        """MPI's Ialltoall, or for a persistent request MPI's own (made at its first start)."""
+        comm = self.ctx.comm
+        if persistent is None:
+            return Started(comm.Ialltoall(*self.specs(send, recv)))
+        return self.persistent(persistent, lambda: comm.Alltoall_init(*self.specs(send, recv)))
 
-    def startv(self, send, recv, specs):
+    def startv(self, send, recv, specs, persistent=None):
         w, sendbuf, recvbuf = specs
-        return Started((self.ctx.comm.Ialltoallw if w else self.ctx.comm.Ialltoallv)(
-            sendbuf, recvbuf))
+        comm = self.ctx.comm
+        if persistent is None:
+            return Started((comm.Ialltoallw if w else comm.Ialltoallv)(sendbuf, recvbuf))
+        return self.persistent(persistent, lambda: (comm.Alltoallw_init if w else
+                                                    comm.Alltoallv_init)(sendbuf, recvbuf))
+
+    @staticmethod
+    def persistent(kept, make):
+        if kept.request is None:
+            kept.request = make()
+        kept.request.Start()
+        return Started(kept.request)
 
     @staticmethod
     def specs(send, recv):

@@ -97,7 +97,7 @@ class PapDirect(OneSidedAlgorithm):
     def alltoallv(self, send, recv, specs):
         self.startv(send, recv, specs).wait()
 
-    def startv(self, send, recv, specs):
+    def startv(self, send, recv, specs, persistent=None):
         """Alltoallv/w: each pair's block by the scheme its length picks, both ends alike:
         copy-based up to the slot, zero-copy above (Exchange.launch_var)."""
         x = self.exchange

@@ -52,7 +52,7 @@ class Algorithm:
         persistent request (onesided.Persistent), whose set-up may be kept between starts."""
         raise NotImplementedError
 
-    def startv(self, send, recv, specs):
+    def startv(self, send, recv, specs, persistent=None):
         """The same for ``alltoallv``."""
         raise NotImplementedError
 
