@@ -194,3 +194,14 @@ def test_entry_reports_every_row_against_mpi():
     assert list(rows) == ["MPI_Alltoall (mpi4py)", "mpi", "shm_pap", "auto"]
     assert rows["MPI_Alltoall (mpi4py)"][1] == "1.00"
     assert all(float(us) > 0 for us, _ in rows.values())
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("kind", ["v", "a"])
+def test_runner_loop_runs_unmodified_and_explicit(kind):
+    plain = launch(2, ["-m", "papcoll", "run", "-m", "papcoll.bench.runner_loop", "plain", kind],
+                   timeout=120, runner=())
+    explicit = launch(2, ["-m", "papcoll.bench.runner_loop", "explicit", kind], timeout=120)
+    for res, how in ((plain, "plain"), (explicit, "explicit")):
+        assert res.returncode == 0, res.stdout[-4000:]
+        assert f"runner_loop {how} {kind}: median" in res.stdout, res.stdout[-4000:]

@@ -54,8 +54,10 @@ class Flight:
     call's deadline. ``exposed``: the receive buffer it advertised, which a broken call leaves
     pinned (peers may still write into it)."""
 
-    def __init__(self, x, c, what, exposed=None, landed=None, plan=None):
+    def __init__(self, x, c, what, memory=(), exposed=None, landed=None, plan=None):
         self.x, self.c, self.what, self.exposed = x, c, what, exposed
+        self.memory = memory        # what the engine's call points into: alive while it runs
+                                    # (an IN_PLACE call's private send copy has no other owner)
         self.step = x.stepper(c, what, landed=landed, plan=plan)
         self.done = False
         self.registered = plan is None         # a plan's call registers nothing
@@ -80,7 +82,7 @@ class Flight:
             return
         try:
             if run():
-                self.done = True
+                self.done, self.memory = True, ()
                 if self.registered:
                     self.x.transport.end_call()
         except BaseException:

@@ -129,7 +129,7 @@ class Exchange:
         c.s.src, c.s.lkey = address(send.data), self.transport.source_key(send.data)
         c.s.out = address(recv.data) if scheme == xport.COPY else None
         return Flight(self, c, "waiting for data" if scheme == xport.COPY else "waiting for peers",
-                      exposed=None if scheme == xport.COPY else recv.data)
+                      (send.data, recv.data), exposed=None if scheme == xport.COPY else recv.data)
 
     def advertise(self, c, where, persistent):
         """A zero-copy call's advertisement of my receive buffer (``where``: its
@@ -166,7 +166,8 @@ class Exchange:
                              int(recv.length[peer]), where.rkey, peer)
         c.s.src, c.s.lkey = address(send.data), self.transport.source_key(send.data)
         c.s.out = address(recv.data)
-        return Flight(self, c, "waiting for data", exposed=recv.data if exposed else None,
+        return Flight(self, c, "waiting for data", (send.data, recv.data),
+                      exposed=recv.data if exposed else None,
                       landed=None if recv.moves is None else recv.unpack_one)
 
     def prepare_var(self, send, recv, slot, bank=None):
@@ -245,7 +246,7 @@ class Exchange:
         self.sig, self.deadline = plan.s.sig, Deadline(self.algo.ctx.timeout)
         if rc != ETIMEDOUT:
             self.failure(c, rc, "waiting for data")
-        return Flight(self, c, "waiting for data", plan=plan)
+        return Flight(self, c, "waiting for data", plan=plan)   # its plan holds a spare copy
 
     def drive(self, c, what, gate=None, landed=None):
         """Run the engine in slices under the call's deadline (progress.wait), checking between
