@@ -115,7 +115,7 @@ def test_fault_matrix_sample_across_hosts(fault, config, tmp_path):
 
 @pytest.mark.parametrize("done,args", [("V ok", ["vcalls.py", "v", "pap_direct", 20]),
                                        ("PERSISTENT ok", ["requests.py", "persistent",
-                                                          "pap_direct", 100])])
+                                                          "pap_direct", 30])])
 def test_alltoallv_and_persistent_requests_across_hosts(run_mpi, done, args):
     res = run_mpi(N, *args, env={**REAL, "PAPCOLL_COPY_THRESHOLD": "4096"}, timeout=900)
     assert res.returncode == 0, res.stdout[-4000:]

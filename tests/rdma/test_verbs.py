@@ -102,7 +102,7 @@ def test_fault_matrix_sample_over_verbs(fault, config, tmp_path):
 CALLS = [("V ok", ["vcalls.py", "v", "pap_direct", 20]),
          ("W ok", ["vcalls.py", "w", "pap_direct"]),
          ("MISMATCH 0 [1]", ["vcalls.py", "mismatch", "pap_direct"]),
-         ("PERSISTENT ok", ["requests.py", "persistent", "pap_direct", 100]),
+         ("PERSISTENT ok", ["requests.py", "persistent", "pap_direct", 30]),
          ("NONBLOCKING ok", ["requests.py", "nonblocking", "pap_direct"])]
 
 
