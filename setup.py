@@ -36,7 +36,8 @@ setup(ext_modules=[Extension(
              "native/papcoll_call.c", "native/papcoll_callv.c", "native/papcoll_xport.c",
              "native/papcoll_verbs.c", "native/papcoll_mpi_rma.c", "native/papcoll_exchange.c",
              "native/papcoll_hier.c"],
-    depends=["native/papcoll_native.h", "native/papcoll_xport.h", "native/papcoll_call.h"],
+    depends=["native/papcoll_native.h", "native/papcoll_xport.h", "native/papcoll_plan.h",
+             "native/papcoll_call.h"],
     extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra", *compile_args],
     extra_link_args=link_args,
 )])

@@ -6,7 +6,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-#include "papcoll_xport.h"
+#include "papcoll_plan.h"
 
 /* The struct pc_plan at a plan's address (a Python int), or NULL. */
 struct pc_plan *pc_plan_of(PyObject *arg);

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "papcoll_native.h"
-#include "papcoll_xport.h"
+#include "papcoll_plan.h"
 
 /* A step's sources still pending: whether any. */
 static int pending(const struct pc_gate *g)

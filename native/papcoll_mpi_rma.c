@@ -2,7 +2,7 @@
  * pc_mpi), and the ``mpi`` algorithm's MPI_Alltoall: the one file compiled against the mpi.h
  * of the MPI in use (setup.py builds with its mpicc), which calls MPI by its documented C
  * interface, with the handles of mpi4py's objects. */
-#include "papcoll_xport.h"
+#include "papcoll_plan.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -22,7 +22,7 @@ NATIVE = Path(__file__).resolve().parent.parent / "native"
 MIRRORS = {xport.VPeer: "pc_vpeer", xport.XPortStruct: "pc_xport", xport.IbvQpHead: "pc_ibv_qp",
            xport.Gate: "pc_gate", xport.XCallStruct: "pc_xcall", xport.Advert: "pc_advert",
            loops._Exchange: "pc_exchange", plan.PlanStruct: "pc_plan",
-           plan.HierStruct: "pc_hier"}
+           plan.HierStruct: "pc_hier", plan.VShape: "pc_vshape"}
 
 
 def test_every_mirror_is_checked():
@@ -42,7 +42,7 @@ def c_layout(tmp_path):
                          f' sizeof(((struct {name} *)0)->{field}));')
     source = tmp_path / "layout.c"
     source.write_text('#include <stddef.h>\n#include <stdio.h>\n#include "papcoll_native.h"\n'
-                      '#include "papcoll_xport.h"\nint main(void)\n{\n    '
+                      '#include "papcoll_plan.h"\nint main(void)\n{\n    '
                       + "\n    ".join(lines) + "\n    return 0;\n}\n")
     program = tmp_path / "layout"
     cc = shlex.split(sysconfig.get_config_var("CC") or "cc")
