@@ -194,6 +194,18 @@ def gave_up(comm, ranks):
     return list(_gave_in(comm, ranks))
 
 
+def left(comm, rank, seconds=1.0):
+    """Whether ``rank`` gave up on ``comm`` in this call or before, its message awaited for at
+    most ``seconds``: a write it refused (verbs: a remote access error, its memory released)
+    is the sign of a peer that left, whose give-up says why."""
+    now = _of(comm).calls
+
+    def heard():
+        call = _gave_in(comm, [rank]).get(rank)
+        return DONE if call is not None and call <= now else IDLE
+    return wait(polled(heard), Deadline(seconds), None)
+
+
 def _gave_in(comm, ranks):
     """{rank: the call it gave up in} for those of ``ranks`` that gave up."""
     peers = _of(comm)

@@ -307,6 +307,12 @@ class Exchange:
             raise self.disagreement(c)
         if rc == EMSGSIZE:
             raise self.too_small(self.transport.native.s.failed_peer)
+        peer = self.transport.native.s.failed_peer
+        if rc != ETIMEDOUT and peer < self.size:   # a peer refused my write: it may have
+            rank = self.ranks[peer]                 # left the call and released its memory
+            doing = f"{describe(self.sig)} ({what})"
+            if rendezvous.left(self.algo.ctx.comm, rank):
+                raise rendezvous.not_coming(self.algo.ctx.comm, doing, [rank], [rank], int)
         self.transport.failed(rc, what)
 
     def arrived(self, c, peer):
