@@ -54,15 +54,16 @@ def _received(spec):
 
 
 def _counted(kind, call, sendbuf, recvbuf, algorithm):
-    """``call(sendbuf, recvbuf)``, timed and counted under ``kind``; ``algorithm()`` names
-    what served it."""
+    """``call(sendbuf, recvbuf)`` (its result), timed and counted under ``kind``;
+    ``algorithm()`` names what served it."""
     start = time.perf_counter()
-    call(sendbuf, recvbuf)
+    result = call(sendbuf, recvbuf)
     entry = _stats[kind]
     entry[0] += 1
     entry[1] += _received(recvbuf)
     entry[2] += time.perf_counter() - start
     entry[3][algorithm()] += 1
+    return result
 
 
 class _Routed:
@@ -109,13 +110,10 @@ class _Routed:
         if not _requests:
             return getattr(MPI.Intracomm, kind)(self, sendbuf, recvbuf, *info)
         pc = api.communicator_of(self)
-        made = []
         call = getattr(pc, kind)
         if _stats is None:
             return call(sendbuf, recvbuf)
-        _counted(kind, lambda s, r: made.append(call(s, r)), sendbuf, recvbuf,
-                 lambda: pc.chosen)
-        return made[0]
+        return _counted(kind, call, sendbuf, recvbuf, lambda: pc.chosen)
 
     def Split(self, color=0, key=0):
         return _routed(MPI.Intracomm.Split(self, color, key))
