@@ -9,7 +9,8 @@ MPI's own alltoall go through the random-arrival benchmark's timed loop (arrival
 MIFs, to the best time of that MIF is smallest; consecutive sizes with one winner make one row,
 bounded halfway (geometrically) between the sizes measured. Each row names the shape it was
 measured on, the machine and the command, and serves only that shape (algorithms/policy.py);
-rows of other shapes already in the file are kept, so one file holds several runs.
+rows of other shapes already in the file are kept, so one file holds several runs. A file
+there that is not a tuning file is left alone, unless ``--replace`` says to replace it.
 """
 import argparse
 import datetime
@@ -26,6 +27,7 @@ from mpi4py import MPI
 import papcoll
 from papcoll import transport
 from papcoll.algorithms import AUTO, policy
+from papcoll.errors import ConfigError
 
 from .arrival import Progress, measure
 from .arrival_measure import clock_offsets, usable_algorithms
@@ -52,6 +54,9 @@ def add_arguments(parser):
     parser.add_argument("--out", type=Path,
                         help=f"the tuning file (default PAPCOLL_TUNING_FILE, else "
                              f"{policy.DEFAULT_FILE})")
+    parser.add_argument("--replace", action="store_true",
+                        help="replace the file even where it is not a tuning file (without "
+                             "it, tune refuses to touch such a file)")
     parser.add_argument("--seed", type=int, default=1, help="seed of the delays (default 1)")
 
 
@@ -132,17 +137,33 @@ def tune_shape(comm, args, progress_on):
     return table_rows(chosen, opts.sizes, shape, measured)
 
 
-def write(path, rows):
-    """Write ``rows`` into the tuning file at ``path``, keeping its rows of other shapes."""
+def refusal(path):
+    """Why tune must not overwrite ``path``: it exists and is not a tuning file that loads (a
+    user's notes, another program's JSON); None where it is absent or a tuning file."""
+    if not path.exists():
+        return None
+    try:
+        policy.load(path.read_text(), path)
+    except (OSError, UnicodeDecodeError, ConfigError) as err:
+        why = err.strerror if isinstance(err, OSError) else err
+        return (f"tune: {path} is not a tuning file ({why}); it is left as it is: name another "
+                f"file (--out) or pass --replace to replace it")
+    return None
+
+
+def write(path, rows, replace=False):
+    """Write ``rows`` into the tuning file at ``path``, keeping its rows of other shapes; a
+    ConfigError for a file there that is not a tuning file, unless ``replace``."""
+    why = refusal(path)
+    if why and not replace:
+        raise ConfigError(why)
     kept = []
-    if path.is_file():
-        try:
-            old = json.loads(path.read_text())["rows"]
-        except (ValueError, KeyError, TypeError):
-            old = []
-            print(f"tune: {path} was not a tuning file: replaced", file=sys.stderr)
+    if why:
+        print(f"tune: {path} was not a tuning file: replaced (--replace)", file=sys.stderr)
+    elif path.exists():
         shapes = {tuple(row.get(k) for k in SHAPE) for row in rows}
-        kept = [row for row in old if tuple(row.get(k) for k in SHAPE) not in shapes]
+        kept = [row for row in json.loads(path.read_text())["rows"]
+                if tuple(row.get(k) for k in SHAPE) not in shapes]
     text = json.dumps({"about": "papcoll's tuning file, written by python -m papcoll tune: "
                                 "rows tried before the shipped table's, each only for the "
                                 "shape it names (papcoll/algorithms/policy.py)",
@@ -158,6 +179,12 @@ def run(args):
     comm = MPI.COMM_WORLD
     rank = comm.Get_rank()
     out = args.out or Path(os.environ.get("PAPCOLL_TUNING_FILE") or policy.DEFAULT_FILE)
+    # Refuse before measuring, not minutes later; rank 0 has said why before any rank exits.
+    why = refusal(out) if rank == 0 and not args.replace else None
+    if why:
+        print(why, file=sys.stderr, flush=True)
+    if comm.bcast(why, root=0):
+        return 2
     before = os.environ.get("PAPCOLL_NODE_SIZE")
     rows = []
     try:
@@ -174,7 +201,7 @@ def run(args):
         else:
             os.environ["PAPCOLL_NODE_SIZE"] = before
     if rank == 0:
-        write(out, rows)
+        write(out, rows, args.replace)
         print(f"tune: wrote {len(rows)} rows to {out} (python -m papcoll info shows the table "
               f"in force)", flush=True)
     return 0

@@ -127,3 +127,31 @@ def test_tune_writes_a_file_that_info_reports(run_mpi, tmp_path):
                           text=True, env={**os.environ, "PAPCOLL_TUNING_FILE": str(out)})
     assert f"tuning file {out} ({len(rows)} rows)" in info.stdout, info.stdout
     assert "only N=2 nodes=1 ppn=2" in info.stdout, info.stdout
+
+
+# What may lie where tune is told to write: a user's notes, another program's JSON.
+NOT_TUNING = {"notes.txt": "tuning ideas:\n- try pap_direct at 64K\n",
+              "settings.json": '{"editor.fontSize": 12}\n',
+              "sheet.json": '{"rows": [{"name": "a", "qty": 1}]}\n'}
+
+
+@pytest.mark.parametrize("name", NOT_TUNING)
+def test_tune_refuses_a_file_that_is_not_a_tuning_file_unless_told_to_replace_it(tmp_path, name):
+    path = tmp_path / name
+    path.write_text(NOT_TUNING[name])
+    with pytest.raises(ConfigError) as err:
+        tune.write(path, [ROW])
+    assert str(path) in str(err.value) and "--replace" in str(err.value), err.value
+    assert path.read_text() == NOT_TUNING[name] and os.listdir(tmp_path) == [name]
+    tune.write(path, [ROW], replace=True)
+    assert [r.algorithm for r in policy.load(path.read_text(), path)] == ["pap_direct"]
+
+
+def test_tune_refuses_before_measuring(tmp_path):
+    path = tmp_path / "notes.txt"
+    path.write_text(NOT_TUNING["notes.txt"])
+    res = subprocess.run([sys.executable, "-m", "papcoll", "tune", "--out", str(path)],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2 and f"tune: {path} is not a tuning file" in res.stderr, res
+    assert "--replace" in res.stderr and "tune: N=" not in res.stdout, res
+    assert path.read_text() == NOT_TUNING["notes.txt"]
