@@ -16,7 +16,7 @@ import numpy as np
 from mpi4py import MPI
 from mpi4py.util.dtlib import to_numpy_dtype
 
-from . import foreign
+from . import datatypes, foreign
 from .errors import BufferSpecError
 
 
@@ -39,12 +39,12 @@ def parse_alltoall(sendbuf, recvbuf, nprocs):
     send, send_sig = _parse(sendbuf, nprocs, "sendbuf", writable=False)
     if send.block != recv.block:
         raise BufferSpecError(
-            f"sendbuf sends {send.count} x {_typename(send.datatype)} = {send.block} bytes per peer "
-            f"but recvbuf expects {recv.count} x {_typename(recv.datatype)} = {recv.block} bytes")
+            f"sendbuf sends {send.count} x {datatypes.name(send.datatype)} = {send.block} bytes per peer "
+            f"but recvbuf expects {recv.count} x {datatypes.name(recv.datatype)} = {recv.block} bytes")
     if send_sig != recv_sig:
         raise BufferSpecError(
-            f"sendbuf datatype {_typename(send.datatype)} does not match "
-            f"recvbuf datatype {_typename(recv.datatype)}")
+            f"sendbuf datatype {datatypes.name(send.datatype)} does not match "
+            f"recvbuf datatype {datatypes.name(recv.datatype)}")
     if recv.block and _overlap(send.data, recv.data):
         raise BufferSpecError("sendbuf and recvbuf overlap; use MPI.IN_PLACE as sendbuf instead")
     return send, recv
@@ -66,7 +66,7 @@ def _parse(spec, nprocs, name, writable):
         datatype, extent, sig = _implied(buf, name)
     else:
         if isinstance(datatype, str):
-            datatype = _datatype_from_code(datatype, name)
+            datatype = datatypes.from_code(datatype, name)
         elif not isinstance(datatype, MPI.Datatype):
             raise BufferSpecError(f"{name}: expected an MPI.Datatype or typecode string, "
                                   f"got {datatype!r}")
@@ -75,7 +75,7 @@ def _parse(spec, nprocs, name, writable):
         if extent == 0 or nprocs == 0 or view.nbytes % (extent * nprocs):
             raise BufferSpecError(
                 f"{name} holds {view.nbytes} bytes, which is not a whole number of "
-                f"{_typename(datatype)} ({extent} bytes) for each of {nprocs} processes")
+                f"{datatypes.name(datatype)} ({extent} bytes) for each of {nprocs} processes")
         count = view.nbytes // (extent * nprocs)
     else:
         count = _index(count, f"{name} count")
@@ -83,7 +83,7 @@ def _parse(spec, nprocs, name, writable):
     start, size = displ * extent, count * extent * nprocs
     if start + size > view.nbytes:
         raise BufferSpecError(
-            f"{name} needs {count} x {_typename(datatype)} for each of {nprocs} processes "
+            f"{name} needs {count} x {datatypes.name(datatype)} for each of {nprocs} processes "
             f"(+ displacement {displ}) = {start + size} bytes, but the buffer holds {view.nbytes}")
     if start or size != view.nbytes:
         view = view[start:start + size]
@@ -168,30 +168,15 @@ def _numpy_code(code):
     return {"F": "Zf", "D": "Zd", "G": "Zg"}.get(code, code)
 
 
-def _datatype_from_code(code, name):
-    try:
-        return MPI.Datatype.fromcode(code)
-    except (KeyError, ValueError):
-        raise BufferSpecError(f"{name}: unknown MPI typecode {code!r}") from None
-
-
-def _check_contiguous(datatype):
-    """Whether ``count`` x ``datatype`` is exactly ``count * size`` contiguous bytes."""
-    lb, extent = datatype.Get_extent()
-    true_lb, true_extent = datatype.Get_true_extent()
-    return (lb, true_lb) == (0, 0) and datatype.Get_size() == extent == true_extent
-
-
 def _check_datatype(datatype, name):
-    if datatype == MPI.DATATYPE_NULL:
-        raise BufferSpecError(f"{name}: MPI.DATATYPE_NULL is not a datatype for data")
-    lb, extent = datatype.Get_extent()
-    if not _check_contiguous(datatype):
+    """The extent of ``datatype``, which must be contiguous bytes in order (datatypes.py)."""
+    if not datatypes.verdict(datatype, name).contiguous:
+        lb, extent = datatype.Get_extent()
         raise BufferSpecError(
-            f"{name}: datatype {_typename(datatype)} is not contiguous bytes (lb {lb}, extent "
-            f"{extent}, size {datatype.Get_size()}); papcoll accepts datatypes without gaps "
-            f"only -- pack the data, or send its bytes with MPI.BYTE")
-    return extent
+            f"{name}: datatype {datatypes.name(datatype)} is not contiguous bytes in order (lb {lb}, "
+            f"extent {extent}, size {datatype.Get_size()}); papcoll's Alltoall accepts such "
+            f"datatypes only -- use Alltoallw, pack the data, or send its bytes with MPI.BYTE")
+    return datatype.Get_extent()[1]
 
 
 def _index(value, what):
@@ -213,9 +198,3 @@ def _signature(datatype):
     except (KeyError, ValueError, TypeError):
         return datatype.Get_name()
 
-
-def _typename(datatype):
-    try:
-        return datatype.Get_name() or f"(unnamed, {datatype.Get_size()} bytes)"
-    except MPI.Exception:
-        return "datatype"

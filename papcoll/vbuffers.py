@@ -21,7 +21,8 @@ long as the one I expect from myself.
 import numpy as np
 from mpi4py import MPI
 
-from .buffers import _bytes_of, _check_contiguous, _datatype_from_code, _implied, _index, _typename
+from . import datatypes
+from .buffers import _bytes_of, _implied, _index
 from .errors import BufferSpecError
 from .native.lib import lib
 
@@ -82,12 +83,6 @@ def copy_own(send, recv, rank):
         recv.unpack_one(rank)
 
 
-def _region(where, datatype, count):
-    """The buffer MPI packs ``count`` x ``datatype`` from, at address ``where`` (mpi4py takes
-    the count from its length)."""
-    return MPI.buffer.fromaddress(where, count * datatype.Get_extent()[1])
-
-
 def parse_alltoallv(sendbuf, recvbuf, nprocs, rank, w=False):
     """(send, recv): Blocks of an Alltoallv (``w``: Alltoallw) on ``nprocs`` processes by
     ``rank``; for MPI.IN_PLACE send is a private copy of the receive blocks. A staged send
@@ -133,7 +128,7 @@ def _side(spec, nprocs, name, receive, w, what):
         one = _implied(buf, name)[0] if types is None else _datatype(types, f"{name} datatype")
         types = [one] * nprocs
     key = (view.nbytes, nprocs, w, receive, bottom, _hashable(counts), _hashable(displs),
-           tuple(map(_fingerprint, types)))
+           tuple(datatypes.verdict(t, name).serial for t in types))
     layout = _layouts.get(key)
     if layout is None:
         layout = _layout(view, nprocs, counts, displs, types, name, w, what, receive, bottom)
@@ -157,9 +152,9 @@ def _side(spec, nprocs, name, receive, w, what):
 
 
 # What a side's checks found, by what decides them: the buffer's length, the counts and
-# displacements as given, and each datatype's extents, which decide the bounds (a datatype
-# freed and another made under its handle with the same extents is taken for the same typemap
-# by the overlap check alone). Calls repeat their specs; the checks cost more than a call.
+# displacements as given, and each datatype's serial (datatypes.py: a datatype freed and
+# another made under its handle has another). Calls repeat their specs; the checks cost more
+# than a call.
 _layouts = {}
 
 
@@ -170,14 +165,6 @@ def _hashable(value):
         return tuple(value)
     except TypeError:
         return value          # refused by _layout
-
-
-def _fingerprint(datatype):
-    """What the checks of a datatype depend on (bounds, contiguity)."""
-    if datatype.is_predefined:
-        return datatype.handle
-    return (datatype.handle, datatype.Get_size(), datatype.Get_extent(),
-            datatype.Get_true_extent())
 
 
 def _layout(view, nprocs, counts, displs, types, name, w, what, receive, bottom):
@@ -193,7 +180,7 @@ def _layout(view, nprocs, counts, displs, types, name, w, what, receive, bottom)
     if counts is None and not w:
         if view.nbytes and (extent <= 0 or view.nbytes % extent):
             raise BufferSpecError(f"{what}: {name} needs counts (it holds {view.nbytes} bytes, "
-                                  f"not a whole number of {_typename(types[0])})")
+                                  f"not a whole number of {datatypes.name(types[0])})")
         whole = view.nbytes // extent if view.nbytes else 0
         counts = [whole // nprocs + (q < whole % nprocs) for q in range(nprocs)]
     if isinstance(counts, (int, np.integer)) and not w:
@@ -210,20 +197,28 @@ def _layout(view, nprocs, counts, displs, types, name, w, what, receive, bottom)
     displs = [_integer(d, f"{what}: {name} displs[{q}]")
               for q, d in enumerate(_list(displs, nprocs, f"{name} displs", what))]
     starts = [d if w else d * extent for d in displs]
-    length = np.array([c * t.Get_size() for c, t in zip(counts, types)], np.uint64)
-    contiguous = not bottom and all(_check_contiguous(t) for c, t in zip(counts, types) if c)
-    packed = np.concatenate(([0], np.cumsum(length)[:-1])).astype(np.uint64)
-    if bottom:
-        return counts, starts, np.array(starts, np.uint64), length, contiguous, packed
+    sizes = [c * t.Get_size() for c, t in zip(counts, types)]
+    # Bounds first, in Python's integers: a count of 2**62 is refused, not overflowed.
     for q, (count, start, datatype) in enumerate(zip(counts, starts, types)):
         low, high = _touched(count, start, datatype)
-        if count and (low < 0 or high > view.nbytes):
+        if count and (low < 0 or high > (_LIMIT if bottom else view.nbytes)):
             raise BufferSpecError(
-                f"{what}: {name}'s block for rank {q} ({count} x {_typename(datatype)} at byte "
-                f"{start}) reaches bytes {low} to {high}, outside the buffer's {view.nbytes}")
-    if receive:
+                f"{what}: {name}'s block for rank {q} ({count} x {datatypes.name(datatype)} at "
+                f"byte {start}) reaches bytes {low} to {high}, outside "
+                + ("the address space" if bottom else f"the buffer's {view.nbytes}"))
+    if sum(sizes) >= _LIMIT:
+        raise BufferSpecError(f"{what}: {name}'s blocks hold {sum(sizes)} bytes in all, "
+                              f"more than an address space")
+    length = np.array(sizes, np.uint64)
+    contiguous = not bottom and all(datatypes.verdict(t, name).contiguous
+                                    for c, t in zip(counts, types) if c)
+    packed = np.concatenate(([0], np.cumsum(length)[:-1])).astype(np.uint64)
+    if receive and not bottom:
         _check_overlap(view, counts, starts, types, contiguous, name, what)
     return counts, starts, np.array(starts, np.uint64), length, contiguous, packed
+
+
+_LIMIT = 1 << 63          # no block, nor all of a side's, reaches past this byte
 
 
 def _touched(count, start, datatype):
@@ -261,8 +256,9 @@ def _coverage(nbytes, counts, starts, types):
             continue
         mark[:] = 0
         ones = np.ones(count * datatype.Get_size(), np.uint8)
-        datatype.Unpack(ones, 0, _region(mark.ctypes.data + start, datatype, count),
-                        MPI.COMM_SELF)
+        if lib.pc_mpi_pack(mark.ctypes.data + start, count, datatype.handle,
+                           ones.ctypes.data, ones.nbytes, 1):
+            raise BufferSpecError(f"MPI_Unpack refused {count} x {datatypes.name(datatype)}")
         hit = mark.view(bool)
         clash = np.flatnonzero(hit & (owner >= 0))
         if clash.size:
@@ -317,7 +313,8 @@ def _integer(value, what):
 
 def _datatype(value, what):
     if isinstance(value, str):
-        return _datatype_from_code(value, what)
-    if not isinstance(value, MPI.Datatype) or value == MPI.DATATYPE_NULL:
+        return datatypes.from_code(value, what)
+    if not isinstance(value, MPI.Datatype):
         raise BufferSpecError(f"{what}: expected an MPI.Datatype or typecode, got {value!r}")
+    datatypes.verdict(value, what)           # committed, not DATATYPE_NULL
     return value

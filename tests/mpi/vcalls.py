@@ -229,6 +229,13 @@ def run_bad():
         refused(pc, [buf, ([1] * (size + 1), None)], [out, ok], ["sendbuf counts", str(size + 1)])
         refused(pc, [buf, ok], [out, ([1] * size, [0] * (size - 1))], ["recvbuf displs"])
         refused(pc, [buf, ([-1] + [1] * (size - 1), ok[1])], [out, ok], ["counts[0]", "-1"])
+        huge = [1 << 62] + [1] * (size - 1)          # bytes past any integer type of numpy
+        refused(pc, [buf, (huge, ok[1])], [out, ok], ["sendbuf", str(1 << 62), "outside"])
+        refused(pc, [buf, ok], [out, (huge, ok[1])], ["recvbuf", str(1 << 62), "outside"])
+        refused(pc, [buf, (huge, ok[1]), [MPI.INT] * size],
+                [out, (ok[0], [4 * q for q in range(size)]), [MPI.INT] * size],
+                ["sendbuf", str(1 << 62), "outside"], w=True)
+        refused(pc, [buf, 1 << 62], [out, ok], [str(1 << 62), "outside"])
         refused(pc, [buf, ([1] * size, [4 * size] * size)], [out, ok], ["outside the buffer"])
         refused(pc, [buf, ok], [out, ([2] * size, [0] * size)], ["overlap"]) if size > 1 else None
         vec = MPI.INT.Create_vector(2, 1, 3).Commit()
