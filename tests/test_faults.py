@@ -10,10 +10,10 @@ import os
 import pytest
 
 import faultmatrix
-from launcher import MPIEXEC_FLAGS
+from launcher import OPEN_MPI
 
 pytestmark = [pytest.mark.mpi,
-              pytest.mark.skipif(bool(MPIEXEC_FLAGS), reason="needs MPICH's hydra "
+              pytest.mark.skipif(OPEN_MPI, reason="needs MPICH's hydra "
                                  "(-disable-auto-cleanup, SIGUSR1 on a death)")]
 CELLS = faultmatrix.cells(full=os.environ.get("PAPCOLL_FAULTS") == "full")
 
