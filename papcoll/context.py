@@ -246,5 +246,15 @@ def close_all():
             context.release(collective=False)
 
 
+def abandon_all():
+    """The job is about to abort (runner.py: an uncaught error): release every Context locally
+    and meet no one, so that the close at interpreter exit, which runs before the abort, has
+    nothing left. The others may be in a call that waits for this process: a close meeting
+    would hold the abort for PAPCOLL_TIMEOUT and then time them out with an error of theirs,
+    while the abort ends their calls at once and the error that caused it is this rank's."""
+    for token in sorted({**_open, **_dropped}):
+        (_open.get(token) or _dropped[token]).release(collective=False)
+
+
 def _world_ranks_of(context, ranks):
     return {context.processes[r] for r in ranks}

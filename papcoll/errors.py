@@ -70,8 +70,10 @@ class PapcollTimeoutError(PapcollError, TimeoutError):
             text = f"{what}: cannot complete"
             if self.missing:
                 text += f"; no sign yet of rank(s) {self.missing}"
-        else:
+        elif self.missing:
             text = f"{what}: no sign of rank(s) {self.missing} after {timeout:g} s (PAPCOLL_TIMEOUT)"
+        else:     # every rank awaited gave up (below), each at its own deadline
+            text = f"{what}: not complete after {timeout:g} s (PAPCOLL_TIMEOUT)"
         if self.gave_up:
             text += f"; rank(s) {self.gave_up} gave up on this call (an error of their own)"
         super().__init__(text + "; did every rank make the same call, with the same algorithm "

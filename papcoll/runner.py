@@ -15,7 +15,9 @@ nonblocking and persistent alltoalls. papcoll's requests are not MPI requests: M
 moves its own while a process waits in any MPI call); and a Communicator takes one call at a
 time. A program that completes each such request with its own methods before the next call on
 that communicator can have them served too: PAPCOLL_RUN_REQUESTS=1 (the same on every rank).
-An uncaught exception aborts the job, as under ``python -m mpi4py``.
+An uncaught exception (or ``sys.exit`` with a failure status) aborts the job at once, as under
+``python -m mpi4py``: its Communicators are released locally, not closed -- the others may be
+in a call that this rank will never join (``context.abandon_all``).
 
 Limits (README: "Unmodified programs"): a communicator the program gets other than through
 these -- ``MPI.Intracomm(handle)``, ``MPI.Comm.f2py``, an inter-communicator's ``Merge``, a
@@ -35,7 +37,7 @@ from collections import Counter, defaultdict
 from mpi4py import MPI
 from mpi4py.run import run_command_line, set_abort_status
 
-from . import api, config, rendezvous
+from . import api, config, context, rendezvous
 from .errors import ConfigError
 from .progress import Deadline
 
@@ -205,9 +207,11 @@ def main(args):
     except SystemExit as exc:
         set_abort_status(exc)
         if exc.code not in (None, 0):
+            context.abandon_all()    # the abort comes at exit: nothing may wait before it
             raise
     except BaseException as exc:     # as python -m mpi4py: an uncaught error aborts the job
         set_abort_status(exc if isinstance(exc, KeyboardInterrupt) else 1)
+        context.abandon_all()
         raise
     if private is not None and not MPI.Is_finalized():
         text = summary(private, timeout)

@@ -2,6 +2,7 @@
 mpi4py`` (same output, same exit status on failure), with its Alltoall calls served by
 papcoll -- the summary counts them, on every kind of derived communicator."""
 import re
+import time
 
 import pytest
 
@@ -9,6 +10,7 @@ import papcoll
 from launcher import HERE, launch
 
 PROGRAM = str(HERE / "mpi" / "unmodified.py")
+RAISES = str(HERE / "mpi" / "raises.py")
 ALLTOALLS = 10           # per rank: unmodified.py's
 
 
@@ -53,6 +55,21 @@ def test_an_uncaught_error_aborts_the_job_as_under_mpi4py():
         res = launch(3, argv, timeout=120, runner=runner)
         assert res.returncode != 0 and "this rank fails on purpose" in res.stdout, res.stdout
         assert "RESULT" not in res.stdout
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("when,how", [("first", "raise"), ("later", "raise"), ("later", "exit")])
+def test_an_uncaught_error_aborts_the_job_at_once(when, how):
+    """Rank 1 ends with an error while the others enter an Alltoall it never joins: the job
+    ends as soon as under python -m mpi4py, not after PAPCOLL_TIMEOUT (30 s here), and the
+    error shown is rank 1's -- no other rank times out."""
+    start = time.monotonic()
+    res = launch(3, ["-m", "papcoll", "run", RAISES, when, how], env={"PAPCOLL_TIMEOUT": "30"},
+                 timeout=120, runner=())
+    took = time.monotonic() - start
+    assert res.returncode != 0 and "rank 1 fails on purpose" in res.stdout, res.stdout[-4000:]
+    assert "RESULT" not in res.stdout and "PapcollTimeoutError" not in res.stdout, res.stdout
+    assert took < 10, f"the job took {took:.1f} s to end:\n{res.stdout[-4000:]}"
 
 
 @pytest.mark.mpi
