@@ -205,3 +205,21 @@ def test_runner_loop_runs_unmodified_and_explicit(kind):
     for res, how in ((plain, "plain"), (explicit, "explicit")):
         assert res.returncode == 0, res.stdout[-4000:]
         assert f"runner_loop {how} {kind}: median" in res.stdout, res.stdout[-4000:]
+
+
+@pytest.mark.mpi
+def test_pencil_transposes_alternate_shapes_and_come_back():
+    common = ["--grid", "8", "--rounds", "2", "--steps", "2"]
+    for how, runner, extra in (("plain", ("-m", "papcoll", "run"), []),
+                               ("plain", ("-m", "mpi4py"), ["--delay", "100"]),
+                               ("explicit mpi", ("-m", "mpi4py"), ["--algorithm", "mpi"])):
+        res = launch(4, ["-m", "papcoll.bench.pencil", how.split()[0], *common, *extra],
+                     timeout=120, runner=runner)
+        assert res.returncode == 0, res.stdout[-4000:]
+        line = next((line for line in res.stdout.splitlines()
+                     if line.startswith(f"pencil {how}: N=4 (2x2), 8^3 complex128")), None)
+        assert line and line.endswith("; checked"), res.stdout[-4000:]
+        if how == "explicit mpi":
+            # (2 + 2 x 2 + 1 checked steps) x 4 transposes: mpi leaves a plan for each of the
+            # 4 shapes, so only their first calls miss (papcoll without a call cache: no counts)
+            assert "; no call cache" in line or "cache hits 24 misses 4 (rank 0)" in line, line
