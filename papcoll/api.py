@@ -55,7 +55,8 @@ class Communicator(MPI.Intracomm):
 
     Constructing it is collective over ``comm`` and bounded by PAPCOLL_TIMEOUT. Every method
     but ``Alltoall`` is MPI's. Use it as a context manager or call ``close()`` (collective,
-    bounded, safe twice) to free what papcoll set up; one dropped without closing is freed at
+    bounded, safe twice) to free what papcoll set up, its requests too (a call still active
+    is completed first: requests.py); one dropped without closing is freed at
     the next Communicator made over its processes, and MPI_Finalize closes the ones left (see
     context.py). With ``trace=True`` (or ``PAPCOLL_TRACE=1``) each call's serving order and
     phases are kept in ``traces``, with ``trace="phases"`` its phases alone (see trace.py). One
@@ -140,8 +141,6 @@ class Communicator(MPI.Intracomm):
         if not ctx.lock.acquire(blocking=False):
             raise CommunicatorStateError(_IN_USE)
         try:
-            if ctx.active is not None and ctx.broken is None:
-                raise CommunicatorStateError(f"close: {requests.busy()}")
             self._ctx = None
             ctx.close()
         finally:
@@ -183,9 +182,12 @@ class Communicator(MPI.Intracomm):
         ctx = self._context()
         if not ctx.lock.acquire(blocking=False):
             raise CommunicatorStateError(_IN_USE)
-        if ctx.active is not None:
-            ctx.lock.release()
-            raise CommunicatorStateError(requests.busy())
+        if ctx.active is not None or ctx.dropped:
+            try:
+                requests.idle(ctx)        # a dropped request's call completed first
+            except BaseException:
+                ctx.lock.release()
+                raise
         ctx.peers.calls += 1
         return ctx
 
@@ -297,12 +299,9 @@ class Communicator(MPI.Intracomm):
         if not ctx.lock.acquire(blocking=False):
             raise CommunicatorStateError(_IN_USE)
         try:
-            request = requests.make(ctx, persistent, w, sendbuf, recvbuf, algorithm)
+            return requests.make(ctx, persistent, w, sendbuf, recvbuf, algorithm)
         finally:
             ctx.lock.release()
-        if not persistent:
-            request.begin()
-        return request
 
     def _context(self):
         ctx = getattr(self, "_ctx", False)

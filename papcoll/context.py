@@ -56,7 +56,9 @@ class Context:
         self.lock = threading.Lock()      # one call at a time: see Communicator.Alltoall
         self.algorithms, self.plans = {}, {}   # plans: algorithm= value -> Plan
         self.chosen = None                # the algorithm of the last call (api.py)
-        self.active = None                # the Request whose call is in progress (requests.py)
+        self.active = None                # the request's Call in progress (requests.py)
+        self.requests = set()             # requests.py's Calls not freed: close frees them
+        self.dropped = []                 # Calls whose Request was dropped: see requests.py
         self.broken = None                # the error that left peers in an unknown state
         self.node = self.cma = None
         self.closed = False
@@ -141,19 +143,23 @@ class Context:
         rendezvous.give_up(self.comm, error)
 
     def close(self):
-        """Collective (bounded) unless broken; safe twice. Ranks that gave up are not waited
-        for, but then nothing collective is freed. A peer that neither comes to close nor gave
-        up raises PapcollTimeoutError naming it, after the local release."""
+        """Collective (bounded) unless broken; safe twice. A request's call still active is
+        completed first (requests.py: its peers need its data), within the same bound. Ranks
+        that gave up are not waited for, but then nothing collective is freed. A peer that
+        neither comes to close nor gave up raises PapcollTimeoutError naming it (a call that
+        cannot complete: its error), after the local release: closed all the same."""
         if self.closed:
             return
         collective = False
         if self.broken is None:
+            deadline = Deadline(self.timeout)
             try:
-                met = rendezvous.agree(self.comm, "close", Deadline(self.timeout),
-                                       without_gave_up=True)
+                if self.active is not None:
+                    self.active.finish(deadline)
+                met = rendezvous.agree(self.comm, "close", deadline, without_gave_up=True)
                 collective = len(met) == self.size
-            except PapcollError as err:
-                self.broken = err
+            except BaseException as err:
+                self.broken = self.broken or err
                 self.release(collective=False)
                 raise
         else:
@@ -166,6 +172,9 @@ class Context:
         self.closed = True
         _open.pop(getattr(self, "token", None), None)
         _dropped.pop(getattr(self, "token", None), None)
+        for call in list(self.requests):    # before the communicator: mpi's MPI requests
+            call.release()
+        self.dropped.clear()
         self.plans.clear()
         for algo in self.algorithms.values():
             algo.close(collective)
@@ -206,9 +215,11 @@ def _world_ranks(comm):
 
 
 def _droppable(processes):
-    """(token, processes) of my dropped Contexts whose processes are all in ``processes``."""
+    """(token, processes) of my dropped Contexts whose processes are all in ``processes``,
+    but those whose request's call is still active: the sweep has no meeting after it, so it
+    cannot complete that call, which waits for its Wait or for MPI_Finalize's close."""
     return sorted((token, ctx.processes) for token, ctx in _dropped.items()
-                  if set(ctx.processes) <= processes)
+                  if set(ctx.processes) <= processes and ctx.active is None)
 
 
 def _sweep(offers):

@@ -9,12 +9,34 @@ without them depends on the algorithm (README "Nonblocking and persistent calls"
 
 One operation at a time per Communicator: its one-sided algorithms count their calls, so a
 second call -- blocking, nonblocking or a Start -- while a Request of the same Communicator is
-active raises CommunicatorStateError, before anything moves. Misuse is refused with a
-BufferSpecError naming it: a Start of an active Request, any use after ``Free``. A Request
-holds its buffers (buffer exports: Python refuses to resize or release them meanwhile) until
-``Free``, or, nonblocking, until complete. Requests are papcoll's, not MPI's: MPI's
-``Waitall`` cannot take them, and papcoll's :func:`waitall` takes both kinds.
+active and still held raises CommunicatorStateError, before anything moves. Misuse is refused
+with a BufferSpecError naming it: a Start of an active Request, any use after ``Free``. A
+Request holds its buffers (buffer exports: Python refuses to resize or release them meanwhile)
+until ``Free``, or, nonblocking, until complete, or until its Communicator closes. Requests are
+papcoll's, not MPI's: MPI's ``Waitall`` cannot take them, and papcoll's :func:`waitall` takes
+both kinds.
+
+**Dropped requests, and close.** A Request is the user's handle on a :class:`Call`, which its
+Context holds until it is freed (``ctx.requests``) and, while it runs, as ``ctx.active``: the
+peers in the same collective need this rank's data and may still write into its receive
+buffer, so a call must not end with its handle. A handle dropped without Wait or Free (garbage
+collected) only hands its Call to ``ctx.dropped``: its finalizer appends to a list and calls
+no MPI, because a finalizer runs wherever the last reference goes -- inside another MPI call,
+on another thread, with a lock held -- where a wait for peers or a free could deadlock. The
+Communicator's next call (blocking, nonblocking, a Start), under its lock, first completes a
+dropped Call still active, bounded by PAPCOLL_TIMEOUT from then, and frees the dropped Calls.
+That is sound because calls are collective and made in the same order everywhere: every rank
+reaches its next call after this one, so a peer that dropped it too completes it at the same
+point, and one that holds it completes it in its own Wait or Test -- nobody waits in a later
+call for data this rank owes. A Request still held and active keeps the next call out
+(CommunicatorStateError: complete it first). ``close`` (context.py) completes the active Call,
+held or dropped, the same way before its meeting, then frees every Call (a persistent one: its
+buffers, mpi's MPI request); a call that cannot complete in time raises its error, naming the
+ranks it waited for, and the Communicator closes all the same (what is local released, the
+peers told it gave up). A Start, Test or Wait of a closed Communicator's Request raises
+CommunicatorStateError; Free is accepted (nothing is left to free).
 """
+import gc
 import weakref
 
 from mpi4py import MPI
@@ -25,53 +47,46 @@ from .algorithms.calls import DONE, Persistent
 from .buffers import parse_alltoall
 from .errors import AlgorithmError, BufferSpecError, CommunicatorStateError
 from .vbuffers import copy_own, parse_alltoallv
-from .progress import Backoff
+from .progress import Backoff, Deadline
 
 
 class Request:
-    """A nonblocking (active from the start, done once complete) or persistent (started by
-    ``Start``) alltoall of a Communicator's context ``ctx``. ``start()`` starts the call: it
-    returns what the algorithm started (``test()``, ``wait()``)."""
+    """The user's handle on a nonblocking or persistent :class:`Call`: mpi4py's verbs."""
 
-    def __init__(self, ctx, start, name, persistent, hold=()):
-        self.ctx, self._start, self.name, self.persistent = ctx, start, name, persistent
-        self._hold = list(hold)         # the buffers, held while the request may use them
-        self._op = None
-        self._freed = False
-        self._free = None               # frees what a persistent request kept (make())
-
-    # ---- mpi4py's verbs -------------------------------------------------------------------
+    def __init__(self, call):
+        self._call, self._freed = call, False
+        call.handle = weakref.finalize(self, call.ctx.dropped.append, call)   # no MPI: above
 
     def Start(self):
-        self._usable("Start")
-        if not self.persistent:
+        call = self._usable("Start")
+        if not call.persistent:
             raise BufferSpecError("Start: this request is nonblocking, not persistent "
                                   "(make one with Alltoall_init)")
-        if self._op is not None:
+        if call.op is not None:
             raise BufferSpecError("Start: this persistent request is active; Wait (or Test "
                                   "until it is complete) before starting it again")
-        self.begin()
+        call.begin()
 
     def Test(self):
         """Move the call on; whether it is complete (an inactive request: True)."""
-        self._usable("Test")
-        if self._op is None:
-            return True
-        return self._run(lambda op: op.test())
+        call = self._usable("Test")
+        return call.op is None or call.run(lambda op: op.test())
 
     def Wait(self):
         """Complete the call (bounded by PAPCOLL_TIMEOUT from its start; ``mpi``'s: MPI's)."""
-        self._usable("Wait")
-        if self._op is not None:
-            self._run(lambda op: op.wait() or True)
+        call = self._usable("Wait")
+        if call.op is not None:
+            call.run(lambda op: op.wait() or True)
 
     def Free(self):
-        """Release the request and its buffers; an active one must be completed first."""
-        self._usable("Free")
-        if self._op is not None:
+        """Release the request and its buffers; an active one must be completed first (a
+        closed Communicator's: nothing is left to free)."""
+        if self._freed:
+            raise BufferSpecError("Free: this request was freed")
+        if self._call.op is not None:
             raise BufferSpecError("Free: this request is active; Wait for it first")
         self._freed = True
-        self._release()
+        self._call.release()
 
     @staticmethod
     def Startall(requests):
@@ -88,64 +103,119 @@ class Request:
 
     @property
     def active(self):
-        return self._op is not None
-
-    # ---- inside ---------------------------------------------------------------------------
+        return self._call.op is not None
 
     def _usable(self, verb):
         if self._freed:
             raise BufferSpecError(f"{verb}: this request was freed")
+        if self._call.ctx.closed:
+            raise CommunicatorStateError(
+                f"{verb}: this request's papcoll.Communicator is closed, and its requests with "
+                f"it (close completes a call still active, then frees them)")
+        return self._call
+
+
+class Call:
+    """A nonblocking (active from the start, done once complete) or persistent (started by
+    ``begin``) alltoall of the Context ``ctx``. ``start()`` starts the call: it returns what
+    the algorithm started, its ``op`` (``test()``, ``wait(deadline)``, ``abandon()``).
+    ``free``: what frees what a persistent call keeps between starts (mpi's MPI request)."""
+
+    def __init__(self, ctx, start, name, persistent, hold=(), free=None):
+        self.ctx, self._start, self.name, self.persistent = ctx, start, name, persistent
+        self._hold = list(hold)         # the buffers, held while the call may use them
+        self._free = free
+        self.op = self.handle = None
+        ctx.requests.add(self)
 
     def begin(self):
-        """Start the call (a Start, or a nonblocking call's making)."""
+        """A Start: the call starts, the Context's lock taken."""
         ctx = self.ctx
         if not ctx.lock.acquire(blocking=False):
             raise CommunicatorStateError("this papcoll.Communicator is in use by another thread")
         try:
-            if ctx.closed or ctx.broken is not None:
-                raise CommunicatorStateError("this request's papcoll.Communicator is closed or "
-                                             "unusable after an earlier error")
-            if ctx.active is not None:
-                raise CommunicatorStateError(busy())
-            ctx.peers.calls += 1
-            ctx.chosen = self.name
-            try:
-                op = self._start()
-            except BaseException as err:
-                ctx.fail(err)
-                raise
-            self._op, ctx.active = op, self     # active until a Wait or Test sees it done
+            if ctx.broken is not None:
+                raise CommunicatorStateError("this request's papcoll.Communicator is unusable "
+                                             "after an earlier error")
+            idle(ctx)
+            self.launch()
         finally:
             ctx.lock.release()
 
-    def _run(self, step):
+    def launch(self):
+        """Start the call (the lock held, the Context idle)."""
         ctx = self.ctx
-        if self._op is DONE:                    # nothing left to move: no lock to take
-            self._op, ctx.active = None, None
-            if not self.persistent:
-                self._release()
-            return True
-        with ctx.lock:
-            try:
-                done = step(self._op)
-            except BaseException as err:
-                self._op, ctx.active = None, None
-                ctx.fail(err)
-                self._release()
-                raise
-            if done:
-                self._op, ctx.active = None, None
-                if not self.persistent:
-                    self._release()
-            return done
+        ctx.peers.calls += 1
+        ctx.chosen = self.name
+        try:
+            op = self._start()
+        except BaseException as err:
+            ctx.fail(err)
+            raise
+        self.op, ctx.active = op, self      # active until a Wait or Test sees it done
 
-    def _release(self):
-        """Drop every reference to the user's buffers (the parsed ones are in ``_start``), and
-        what the request kept between starts."""
+    def run(self, step):
+        """``step(op)`` (a Test's, a Wait's) under the lock: whether the call is complete."""
+        if self.op is DONE:                 # nothing left to move: no lock to take
+            self.ended()
+            return True
+        with self.ctx.lock:
+            return self.settle(step)
+
+    def finish(self, deadline):
+        """Complete the call by ``deadline`` (the lock held): close's, or the next call's when
+        the Request was dropped."""
+        self.settle(lambda op: op.wait(deadline) or True)
+
+    def settle(self, step):
+        """``step(op)``, the lock held: the call ends once it says complete; an error breaks
+        the Context (its peers are in an unknown state) and releases the call."""
+        try:
+            done = step(self.op)
+        except BaseException as err:
+            self.ended(failed=True)
+            self.ctx.fail(err)
+            raise
+        if done:
+            self.ended()
+        return done
+
+    def ended(self, failed=False):
+        """The call is over; a persistent one stays set up for its next Start while held."""
+        self.op = self.ctx.active = None
+        if failed or not self.persistent or not self.handle.alive:   # alive: not dropped
+            self.release()
+
+    def release(self):
+        """Drop every reference to the user's buffers (the parsed ones are in ``_start``) and
+        what a persistent call kept; the Context forgets it. Safe twice. A call still active
+        here is one its Context abandons (closing broken): the op keeps what peers may still
+        write into."""
+        if self.op is not None:
+            self.op.abandon()
+            self.op = self.ctx.active = None
         self._hold.clear()
         self._start = None
-        if self._free is not None:
-            self._free()                # once: a finalizer runs at most once
+        free, self._free = self._free, None
+        if free is not None:
+            free()
+        self.handle.detach()
+        self.ctx.requests.discard(self)
+
+
+def idle(ctx):
+    """Make way for a new call of ``ctx`` (its lock held): the Calls whose Request was dropped
+    are freed, one still active completed first (bounded by PAPCOLL_TIMEOUT from now); a
+    Request still held and active raises CommunicatorStateError."""
+    if ctx.active is not None and not ctx.dropped:
+        gc.collect()             # a Request unreachable only through a reference cycle
+    while ctx.dropped:
+        call = ctx.dropped.pop()
+        if call is ctx.active:
+            call.finish(Deadline(ctx.timeout))
+        call.release()
+    if ctx.active is not None:
+        raise CommunicatorStateError(busy())
 
 
 def busy():
@@ -156,9 +226,8 @@ def busy():
 def make(ctx, persistent, w, sendbuf, recvbuf, algorithm):
     """A Request for an Alltoall (``w`` None), Alltoallv (False) or Alltoallw (True) of
     ``ctx`` (its lock held): the buffers checked, the algorithm chosen and set up (collective,
-    bounded); not started (``begin``)."""
-    if ctx.active is not None:
-        raise CommunicatorStateError(busy())
+    bounded); a nonblocking one started."""
+    idle(ctx)
     if w is None:
         send, recv = parse_alltoall(sendbuf, recvbuf, ctx.size)
     else:
@@ -185,9 +254,11 @@ def make(ctx, persistent, w, sendbuf, recvbuf, algorithm):
             return DONE
         return (algo.start(send, recv, kept) if w is None else
                 algo.startv(send, recv, specs, kept))
-    request = Request(ctx, start, name, persistent, hold(sendbuf, recvbuf))
-    if kept is not None:      # what it keeps (an MPI request of mpi's) goes with it, freed or not
-        request._free = weakref.finalize(request, kept.free)
+    call = Call(ctx, start, name, persistent, hold(sendbuf, recvbuf),
+                kept.free if kept is not None else None)
+    request = Request(call)
+    if not persistent:
+        call.launch()
     return request
 
 

@@ -43,3 +43,29 @@ def test_a_peer_that_never_starts_is_named_by_wait_and_test(run_mpi, algorithm):
                   timeout=120)
     assert res.returncode == 0, res.stdout[-4000:]
     assert "ABSENT 0 [2]" in res.stdout and "ABSENT 1 [2]" in res.stdout, res.stdout[-4000:]
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("node_size,algorithm", [
+    (None, "pap_direct"), (1, "pap_direct"), (None, "mpi"), (1, "direct"),
+    (None, "pap_direct_zcopy"), (1, "pap_direct_zcopy")])
+def test_dropped_requests_are_completed_by_the_next_call_and_by_close(run_mpi, node_size,
+                                                                      algorithm):
+    env = {"PAPCOLL_COPY_THRESHOLD": "4096"}
+    if node_size is not None:
+        env["PAPCOLL_NODE_SIZE"] = str(node_size)
+    res = run_mpi(3, "requests.py", "dropped", algorithm, env=env, timeout=180)
+    assert res.returncode == 0, res.stdout[-4000:]
+    assert res.stdout.count("DROPPED ok") == 3, res.stdout[-4000:]
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("algorithm,named", [("pap_direct", "[2]"), ("pap_direct_zcopy", "[2]"),
+                                             ("mpi", "None")])    # MPI does not say which
+def test_close_names_the_rank_missing_from_a_dropped_call_and_still_closes(run_mpi, algorithm,
+                                                                           named):
+    res = run_mpi(3, "requests.py", "dropped_absent", algorithm, env={"PAPCOLL_TIMEOUT": "4"},
+                  timeout=120)
+    assert res.returncode == 0, res.stdout[-4000:]
+    assert f"DROPPED_ABSENT 0 {named}" in res.stdout, res.stdout[-4000:]
+    assert f"DROPPED_ABSENT 1 {named}" in res.stdout, res.stdout[-4000:]

@@ -41,7 +41,11 @@ class Done:
         return True
 
     @staticmethod
-    def wait():
+    def wait(deadline=None):
+        pass
+
+    @staticmethod
+    def abandon():
         pass
 
 
@@ -72,10 +76,20 @@ class Flight:
         self.x.check(self.c, self.what)       # a peer known not to come: its error first
         raise self.x.error(self.c, self.what)
 
-    def wait(self):
+    def wait(self, deadline=None):
+        """Finish the call by its deadline, or by ``deadline`` (a completion that begins late:
+        close's, or the next call's for a dropped request)."""
         x = self.x
+        if deadline is not None:
+            x.deadline = deadline           # the call in progress is this one
         self.guard(lambda: progress.wait(self.step, x.deadline, lambda: x.error(self.c, self.what),
                                          lambda: x.check(self.c, self.what)))
+
+    def abandon(self):
+        """The call is left unfinished (its Context closes broken): peers may still write into
+        the receive buffer it advertised."""
+        if not self.done and self.exposed is not None:
+            self.x.transport.pin(self.exposed)
 
     def guard(self, run):
         if self.done:

@@ -9,8 +9,11 @@ route -- the same shape rules as every plan's -- and nothing else.
 """
 from mpi4py import MPI
 
+from .. import progress
+from ..errors import PapcollTimeoutError
 from ..native import Plan
 from ..trace import NoTrace
+from ..transport import base
 from .registry import Algorithm, keep, register
 
 
@@ -45,7 +48,7 @@ class MpiAlltoall(Algorithm):
         if kept.request is None:
             kept.request = make()
         kept.request.Start()
-        return Started(kept.request)
+        return Started(kept.request, kept)
 
     @staticmethod
     def specs(send, recv):
@@ -75,14 +78,30 @@ class MpiAlltoall(Algorithm):
 
 
 class Started:
-    """A call MPI runs on (an MPI request): progressed, as MPI's always are, by MPI's own
-    Test and Wait (unbounded, like the blocking call's waits)."""
+    """A call MPI runs on (an MPI request; ``kept``: the Persistent whose request it is):
+    progressed, as MPI's always are, by MPI's own Test and Wait (unbounded, like the blocking
+    call's waits, unless a deadline is given)."""
 
-    def __init__(self, request):
-        self.request = request
+    def __init__(self, request, kept=None):
+        self.request, self.kept = request, kept
 
     def test(self):
         return self.request.Test()
 
-    def wait(self):
-        self.request.Wait()
+    def wait(self, deadline=None):
+        """MPI's Wait; with ``deadline`` (close's, or the next call's for a dropped request)
+        Test polled until then, and at the deadline a PapcollTimeoutError."""
+        if deadline is None:
+            return self.request.Wait()
+        done = progress.polled(lambda: progress.DONE if self.request.Test() else progress.IDLE)
+        if not progress.wait(done, deadline, None):
+            self.abandon()
+            raise PapcollTimeoutError("mpi: MPI's nonblocking alltoall", None, deadline.timeout)
+
+    def abandon(self):
+        """Left unfinished: MPI may still write into the buffers, which its request holds, so
+        the request is kept until the process ends, never freed (freeing an active collective
+        request is erroneous)."""
+        base.keep(self.request)
+        if self.kept is not None:
+            self.kept.request = None

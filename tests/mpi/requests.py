@@ -14,8 +14,19 @@ misuse: a Start of an active request, a Start of a nonblocking one, Free while a
 absent: the last rank never starts its persistent request (and sleeps past the timeout): the
     others' Wait raises PapcollTimeoutError naming it, within PAPCOLL_TIMEOUT and a slack, and a
     nonblocking Test loop the same. Prints ABSENT <rank> <missing>.
+dropped: requests dropped without Wait -- an Ialltoall, a started persistent one, an inactive
+    one -- are completed (and freed) by the next call, whose data and theirs match MPI's; a
+    request still held and active keeps the next call out; close() completes a dropped
+    Ialltoall and a held one within the timeout, frees everything (its private communicator, no
+    papcoll memory mapped or in /dev/shm) and a later Start, Test or Wait raises
+    CommunicatorStateError (Free is accepted). Prints DROPPED ok.
+dropped_absent: after a first call, the last rank never starts the Ialltoall the others drop
+    (all of them then close); their close() raises MismatchError (it is at close) or
+    PapcollTimeoutError naming it, within PAPCOLL_TIMEOUT and a slack, and still closes: nothing
+    left mapped or in /dev/shm on any rank. Prints DROPPED_ABSENT <rank> <missing>.
 """
 import gc
+import os
 import random
 import sys
 import time
@@ -242,5 +253,109 @@ def absent():
     print(f"ABSENT {rank} {missing}", flush=True)
 
 
+def named(call, block):
+    """(send, want) of an int64 Alltoall of ``block`` elements per peer, every element naming
+    its call, source, destination and index; ``want`` is MPI's Alltoall of ``send``."""
+    index = np.arange(block, dtype=np.int64)
+    send = np.concatenate([(call << 48) | (rank << 40) | (q << 32) | index for q in range(size)])
+    want = np.empty_like(send)
+    world.Alltoall(send, want)
+    assert np.array_equal(want, np.concatenate([(call << 48) | (q << 40) | (rank << 32) | index
+                                                for q in range(size)]))
+    return send, want
+
+
+def mapped():
+    """papcoll's shared memory this process maps, and its names in /dev/shm of this job."""
+    from papcoll.node import segment
+    with open("/proc/self/maps") as maps:
+        held = [line for line in maps if segment.PREFIX in line]
+    pids = world.allgather(os.getpid())
+    return held + [n for n in os.listdir(segment.SHM_DIR)
+                   if n.startswith(tuple(f"{segment.PREFIX}{p}-" for p in pids))]
+
+
+def dropped():
+    from papcoll import config
+    timeout = config.timeout()
+    block = 3000                  # 24 KB a peer: zero-copy where the copy threshold is lower
+    with papcoll.Communicator(world) as pc:
+        for k, kind in enumerate(("nonblocking", "persistent", "inactive")):
+            send, want = named(3 * k + 1, block)
+            recv = np.zeros_like(send)
+            if kind == "nonblocking":
+                pc.Ialltoall(send, recv, algorithm=algorithm)         # dropped at once
+            else:
+                req = pc.Alltoall_init(send, recv, algorithm=algorithm)
+                if kind == "persistent":
+                    req.Start()
+                del req
+            later, later_want = named(3 * k + 2, block)
+            out = np.zeros_like(later)
+            time.sleep(0.01 * rank)
+            pc.Alltoall(later, out, algorithm=algorithm)
+            assert np.array_equal(out, later_want), kind
+            assert kind == "inactive" or np.array_equal(recv, want), kind
+            again, again_want = named(3 * k + 3, block)          # a request after it, too
+            pc.Ialltoall(again, out, algorithm=algorithm).Wait()
+            assert np.array_equal(out, again_want), kind
+        held = pc.Ialltoall(send, recv, algorithm=algorithm)
+        refused("is active", CommunicatorStateError, lambda: pc.Alltoall(send, out))
+        held.Wait()
+    pc = papcoll.Communicator(world)
+    ctx = pc._context()
+    send, want = named(10, block)
+    recv = np.zeros_like(send)
+    pc.Ialltoall(send, recv, algorithm=algorithm)                 # dropped, then close
+    start = time.monotonic()
+    pc.close()
+    assert time.monotonic() - start < timeout, time.monotonic() - start
+    assert pc.closed and ctx.comm == MPI.COMM_NULL and np.array_equal(recv, want)
+    assert not mapped(), mapped()
+    pc = papcoll.Communicator(world)
+    send, want = named(11, block)
+    recv = np.zeros_like(send)
+    buf, out = bytearray(8 * size), bytearray(8 * size)
+    idle = pc.Alltoall_init([buf, MPI.INT64_T], [out, MPI.INT64_T], algorithm=algorithm)
+    req = pc.Ialltoall(send, recv, algorithm=algorithm)           # held, then close
+    time.sleep(0.01 * rank)
+    pc.close()
+    assert np.array_equal(recv, want)
+    for verb in (req.Wait, req.Test, idle.Start, idle.Wait):
+        refused("is closed", CommunicatorStateError, verb)
+    req.Free()
+    idle.Free()
+    buf.extend(b"0")                                              # close released it
+    assert not mapped(), mapped()
+    print("DROPPED ok", flush=True)
+
+
+def dropped_absent():
+    from papcoll import config
+    from papcoll.errors import MismatchError, PapcollTimeoutError
+    timeout = config.timeout()
+    pc = papcoll.Communicator(world)
+    send, want = named(1, 3000)
+    recv = np.zeros_like(send)
+    pc.Alltoall(send, recv, algorithm=algorithm)       # set up: a meeting of every rank
+    assert np.array_equal(recv, want)
+    start = time.monotonic()
+    missing = "none"
+    if rank != size - 1:
+        pc.Ialltoall(send, recv, algorithm=algorithm)
+    try:
+        pc.close()
+    except MismatchError as err:        # the last rank seen at close, not in the call
+        missing = err.ranks
+    except PapcollTimeoutError as err:  # or never seen
+        missing = err.missing
+    took = time.monotonic() - start
+    assert took < timeout + 5 and pc.closed, took
+    refused("is closed", CommunicatorStateError, lambda: pc.Alltoall(send, recv))
+    world.Barrier()
+    assert not mapped(), mapped()
+    print(f"DROPPED_ABSENT {rank} {missing}", flush=True)
+
+
 {"persistent": persistent, "nonblocking": nonblocking, "misuse": misuse,
- "absent": absent}[mode]()
+ "absent": absent, "dropped": dropped, "dropped_absent": dropped_absent}[mode]()
