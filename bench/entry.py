@@ -8,6 +8,12 @@ communicator (mpi4py straight into the MPI library); ``mpi`` through papcoll add
 entry to the same MPI_Alltoall, and ``auto`` is what a user gets by default. Rounds of
 ``--iterations`` calls alternate between the rows (``--rounds`` of them, so that a slow spell
 of the machine hits every row alike) and each row reports its median round, checked once.
+
+``--shapes K``: the calls cycle through K shapes (blocks of 1, 2, ... K x ``--size``), as
+programs that alternate shapes do: what a Communicator's call cache (papcoll/callcache.py)
+costs when a call hits a plan further down its site's list, and, with K above its CAPACITY,
+when every call misses (each shape evicted just before it comes back). Each row says how many
+of its calls took the full path.
 """
 import time
 
@@ -31,36 +37,46 @@ def add_arguments(parser):
                         help="calls per round (default 2000)")
     parser.add_argument("--rounds", type=integer(1), default=9,
                         help="rounds per row, alternating (default 9)")
+    parser.add_argument("--shapes", type=integer(1), default=1,
+                        help="shapes the calls cycle through (default 1)")
 
 
 def run(args):
     with papcoll.Communicator(MPI.COMM_WORLD) as pc:
         rank, size = pc.Get_rank(), pc.Get_size()
         names, skipped = usable_algorithms(pc, args.algorithms)
-        send, recv, want = buffers(rank, size, args.size)
-        rows = {BASELINE: lambda: MPI.Intracomm.Alltoall(pc, send, recv)}
+        shapes = [buffers(rank, size, args.size * (k + 1)) for k in range(args.shapes)]
+        rows = {BASELINE: lambda s, r: MPI.Intracomm.Alltoall(pc, s, r)}
         for name in names:
-            rows[name] = lambda name=name: pc.Alltoall(send, recv, algorithm=name)
+            rows[name] = lambda s, r, name=name: pc.Alltoall(s, r, algorithm=name)
         times = {row: [] for row in rows}
+        missed = dict.fromkeys(rows, 0)
+        cache = pc._ctx.cache
         for _ in range(args.rounds):
             for row, call in rows.items():
-                recv[:] = 0
-                call()
-                if not np.array_equal(recv, want):
-                    raise AssertionError(f"{row}: wrong data")
+                for send, recv, want in shapes:
+                    recv[:] = 0
+                    call(send, recv)
+                    if not np.array_equal(recv, want):
+                        raise AssertionError(f"{row}: wrong data")
                 pc.Barrier()
+                misses = cache.misses
                 t0 = time.perf_counter()
-                for _ in range(args.iterations):
-                    call()
+                for i in range(args.iterations):
+                    send, recv, _ = shapes[i % args.shapes]
+                    call(send, recv)
                 times[row].append((time.perf_counter() - t0) / args.iterations)
+                missed[row] += 0 if row == BASELINE else cache.misses - misses
         per_call = {row: pc.allreduce(float(np.median(t)), op=MPI.MAX) for row, t in times.items()}
         if rank == 0:
-            print(f"# papcoll entry: N={size}, {format_size(args.size)} per peer, "
-                  f"{args.rounds} alternating rounds of {args.iterations} back-to-back calls, "
-                  f"median round (slowest rank)")
+            print(f"# papcoll entry: N={size}, {format_size(args.size)} per peer"
+                  + (f" x 1..{args.shapes} (cycled)" if args.shapes > 1 else "")
+                  + f", {args.rounds} alternating rounds of {args.iterations} back-to-back "
+                  f"calls, median round (slowest rank)")
             for name, why in skipped.items():
                 print(f"# skipped {name}: {why}")
-            print(f"{'Row':24} {'us/call':>9} {'vs MPI':>7}")
+            print(f"{'Row':24} {'us/call':>9} {'vs MPI':>7} {'full path':>10}")
             for row, t in per_call.items():
-                print(f"{row:24} {t * 1e6:9.2f} {t / per_call[BASELINE]:7.2f}", flush=True)
+                print(f"{row:24} {t * 1e6:9.2f} {t / per_call[BASELINE]:7.2f} "
+                      f"{'' if row == BASELINE else missed[row]:>10}", flush=True)
     return 0

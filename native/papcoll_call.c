@@ -217,6 +217,33 @@ static PyObject *alltoall(PyObject *module, PyObject *const *args, Py_ssize_t na
     return PyErr_Occurred() ? NULL : PyLong_FromLong(rc);
 }
 
+/* first(plans, sendbuf, recvbuf) -> (i, rc): the call run by plans[i], the first plan of the
+ * tuple (plan addresses, Alltoall's or Alltoallv's) that has its shape, rc as alltoall()'s or
+ * alltoallv()'s; (-1, 0) when every plan declined, nothing touched. A call site's several
+ * shapes (callcache.py) are tried in one entry into C. */
+static PyObject *first(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3 || !PyTuple_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "first(plans: tuple, sendbuf, recvbuf)");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(args[0]); i++) {
+        PyObject *call[3] = {PyTuple_GET_ITEM(args[0], i), args[1], args[2]};
+        struct pc_plan *p = pc_plan_of(call[0]);
+        if (p == NULL)
+            return PyErr_Occurred() ? NULL : PyErr_Format(PyExc_ValueError, "first: no plan");
+        int v = p->kind == PC_PLAN_MPIV || p->kind == PC_PLAN_VAR || p->kind == PC_PLAN_MPIW;
+        PyObject *rc = (v ? pc_alltoallv : alltoall)(module, call, 3);
+        if (rc == NULL)
+            return NULL;
+        long done = PyLong_AsLong(rc);
+        Py_DECREF(rc);
+        if (done != 0)
+            return Py_BuildValue("(nl)", i, done);
+    }
+    return Py_BuildValue("(nl)", (Py_ssize_t)-1, 0L);
+}
+
 /* bind(plan, sendbuf, recvbuf, datatype, sig) -> whether the plan is now armed for calls of
  * the shape of this one, which papcoll has fully checked (datatype: the one it parsed), with
  * signature sig. The forms a plan takes: both buffers plain (sendbuf may be MPI.IN_PLACE),
@@ -294,6 +321,8 @@ static PyObject *set_in_place(PyObject *module, PyObject *obj)
 static PyMethodDef methods[] = {
     {"alltoall", (PyCFunction)(void (*)(void))alltoall, METH_FASTCALL,
      "alltoall(plan, sendbuf, recvbuf): 1 done, 0 declined, < 0 left to the algorithm."},
+    {"first", (PyCFunction)(void (*)(void))first, METH_FASTCALL,
+     "first(plans, sendbuf, recvbuf): (i, rc) of the first plan that takes the call."},
     {"bind", (PyCFunction)(void (*)(void))bind, METH_FASTCALL,
      "bind(plan, sendbuf, recvbuf, datatype, sig): arm the plan for calls of this shape."},
     {"alltoallv", (PyCFunction)(void (*)(void))pc_alltoallv, METH_FASTCALL,

@@ -50,9 +50,7 @@ void pc_hier_start(struct pc_plan *p, const char *send, char *recv, int in_place
     size_t len = (size_t)p->nbytes / (size_t)p->n;
     const char *src = in_place ? recv : send;
     pc_copy_list(NULL, h->post_dst, src, h->post_src, h->npost, len);
-    h->post[PC_POST_ADDR] = 0;            /* my post, as publish() writes it (board.py) */
-    h->post[PC_POST_SIG + (epoch & 1)] = p->sig;
-    pc_flag_store(h->post, epoch);        /* release: whoever sees it sees my blocks */
+    pc_post(h->post, epoch, p->sig, 0);   /* release: whoever sees it sees my blocks */
     if (!in_place)
         memcpy(recv + h->own, send + h->own, len);
     arm(h->local, h->all_local, epoch, p->sig, p->start, recv, len);
@@ -61,9 +59,7 @@ void pc_hier_start(struct pc_plan *p, const char *send, char *recv, int in_place
     p->phase = PC_HIER_GATHER;
     struct pc_xcall *c = h->masters;
     if (c) {                              /* my aggregates start with the call's signature */
-        for (size_t q = 0; q < c->x->n; q++)
-            if (q != c->x->me)
-                memcpy((char *)c->src + c->src_off[q], &p->sig, sizeof p->sig);
+        pc_head_aggregates((char *)c->src, c->src_off, c->x->n, c->x->me, p->sig);
         pc_xcall_start(c, ++*p->xepoch, *p->adverts, p->sig, c->code, -1);
         c->hand_len = len;
         c->hand_dst = recv;

@@ -62,16 +62,39 @@ static int serve_as_ready(const volatile uint64_t *flags, size_t flag_stride,
     return s.count > 0 ? (int)s.count : rc;
 }
 
-/* The signature word of a post for epoch (see PC_POST_SIG). */
-static inline uint64_t post_sig(const volatile uint64_t *post, uint64_t epoch)
+uint64_t pc_post_sig(const volatile uint64_t *post, uint64_t epoch)
 {
     return post[PC_POST_SIG + (epoch & 1)];
+}
+
+uint64_t pc_post_address(const volatile uint64_t *post)
+{
+    return post[PC_POST_ADDR];
 }
 
 static inline const volatile uint64_t *post_at(const volatile uint64_t *base, size_t stride,
                                                size_t i)
 {
     return (const volatile uint64_t *)((const volatile char *)base + i * stride);
+}
+
+void pc_post(volatile uint64_t *post, uint64_t epoch, uint64_t sig, uint64_t address)
+{
+    post[PC_POST_ADDR] = address;
+    post[PC_POST_SIG + (epoch & 1)] = sig;
+    pc_flag_store(post, epoch);
+}
+
+void pc_head_aggregates(char *out, const uint64_t *at, size_t n, size_t me, uint64_t sig)
+{
+    for (size_t q = 0; q < n; q++)
+        if (q != me)
+            memcpy(out + at[q], &sig, sizeof sig);
+}
+
+uint64_t pc_inbox_slot(uint64_t bank, uint64_t n, uint64_t q, uint64_t slot)
+{
+    return (bank * n + q) * slot;
 }
 
 /* One epoch of pc_exchange_blocks: where peer i's block for me is, and where it goes. */
@@ -88,7 +111,7 @@ static int copy_in(void *how, size_t i)
     const struct exchange_call *c = how;
     const struct pc_exchange *x = c->x;
     /* The flag was loaded with acquire ordering: the signature stored before it is visible. */
-    if (post_sig(post_at(x->flags, x->flag_stride, i), c->epoch) != c->sig) {
+    if (pc_post_sig(post_at(x->flags, x->flag_stride, i), c->epoch) != c->sig) {
         *x->failed = i;
         return -EPROTO;
     }
@@ -111,8 +134,7 @@ int pc_exchange_blocks(const struct pc_exchange *x, const void *src, void *dst, 
         for (size_t i = 0; i < x->n; i++)
             if (i != x->me) /* my own block goes straight from src to dst */
                 memcpy(x->mine + bank + i * x->slot, (const char *)src + i * block, len);
-        mine[PC_POST_SIG + (epoch & 1)] = sig;
-        pc_flag_store(mine, epoch); /* release: whoever sees it sees my blocks and signature */
+        pc_post(mine, epoch, sig, 0); /* release: whoever sees it sees my blocks */
         memset(x->pending, 1, x->n);
     }
     struct exchange_call c = {x, src, x->regions + bank + x->me * x->slot, dst, block, len,
@@ -140,11 +162,11 @@ static int read_block(void *how, size_t i)
     /* The address and signature were stored before the flag that serve_as_ready loaded with
      * acquire ordering, so plain loads see them. */
     const volatile uint64_t *post = post_at(r->posts, r->post_stride, i);
-    if (post_sig(post, r->target) != r->sig) {
+    if (pc_post_sig(post, r->target) != r->sig) {
         *r->err_peer = i;
         return -EPROTO;
     }
-    const char *remote = (const char *)(uintptr_t)post[PC_POST_ADDR] + r->remote_offset;
+    const char *remote = (const char *)(uintptr_t)pc_post_address(post) + r->remote_offset;
     char *local = r->dst + i * r->dst_stride;
     if (r->pids[i] == 0) {
         memcpy(local, remote, r->len);
@@ -192,7 +214,7 @@ struct serve_lists {
 static int copy_source(void *how, size_t i)
 {
     const struct serve_lists *c = how;
-    if (c->sig && post_sig(post_at(c->flags, c->flag_stride, i), c->target) != c->sig) {
+    if (c->sig && pc_post_sig(post_at(c->flags, c->flag_stride, i), c->target) != c->sig) {
         *c->failed = i;
         return -EPROTO;
     }

@@ -12,7 +12,7 @@
  * papcoll/native/lib.py loads the library with ctypes, which releases the GIL for
  * the duration of every call. The same library is also the Python module
  * papcoll._native (native/papcoll_call.c): Communicator.Alltoall's one entry,
- * which runs a cached plan (struct pc_plan, papcoll_xport.h).
+ * which runs a cached plan (struct pc_plan, papcoll_plan.h).
  *
  * Conventions: functions that can fail return a negative errno (-EINVAL,
  * -ETIMEDOUT, -EFAULT, ...) rather than -1 and errno, and nothing blocks
@@ -207,6 +207,25 @@ int pc_drop_ptrace_any(void);
  * copying stale, foreign or missing bytes. */
 #define PC_POST_SIG 1
 #define PC_POST_ADDR 3
+
+/* Fill my post (its four words at post) for epoch: the published buffer's address (0: none)
+ * and the call's signature first, then the flag, with release ordering: whoever sees the flag
+ * sees the rest, and the blocks written before. The one writer of a post, for C and Python. */
+void pc_post(volatile uint64_t *post, uint64_t epoch, uint64_t sig, uint64_t address);
+
+/* A post's signature for epoch, and its published buffer's address: read after its flag
+ * (acquire), which was stored after them. */
+uint64_t pc_post_sig(const volatile uint64_t *post, uint64_t epoch);
+uint64_t pc_post_address(const volatile uint64_t *post);
+
+/* Write the call's signature sig as the header word of each aggregate of an outbox: at out +
+ * at[q] for every q < n but me (the engine checks it on arrival, papcoll_exchange.c). The one
+ * writer of an aggregate's header, for C and Python. */
+void pc_head_aggregates(char *out, const uint64_t *at, size_t n, size_t me, uint64_t sig);
+
+/* The offset in an inbox of the slot where process q's block lands in bank (0 or 1) of an
+ * inbox of n slots of slot bytes each per bank. The one definition of the inbox's layout. */
+uint64_t pc_inbox_slot(uint64_t bank, uint64_t n, uint64_t q, uint64_t slot);
 
 /* A whole exchange through a node segment (shm_pap's layout), described once: process i's
  * post is at flags + i * flag_stride and its data region at regions + i * region_stride, two

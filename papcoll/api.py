@@ -16,21 +16,20 @@ _IN_USE = ("this papcoll.Communicator is in use by another thread: calls on one 
 _FINALIZED = "MPI is finalized: papcoll.Communicators are closed, and no new one can be made"
 
 
-def _planned(ctx, plan, sendbuf, recvbuf):
-    """Whether ``plan`` (None: there is none) ran the call: the one entry into C
-    (native/papcoll_call.c), which declines calls of another shape."""
-    if plan is None:
-        return False
+def _planned(ctx, site, sendbuf, recvbuf):
+    """Whether a plan of ``site`` (callcache.py) ran the call: the one entry into C, which
+    declines calls of a shape no plan of the site has."""
     try:
-        done = plan.run(sendbuf, recvbuf)
+        plan, done = ctx.cache.run(site, sendbuf, recvbuf)
         if done < 0:
             plan.algorithm.plan_failed(plan, done)   # finishes the call, or raises
     except BaseException as err:       # e.g. Ctrl-C between two waits: peers mid-call
         ctx.fail(err)
         raise
-    if done:
-        ctx.chosen = plan.algorithm.name
-    return bool(done)
+    if plan is None:
+        return False
+    ctx.chosen = plan.algorithm.name
+    return True
 
 
 def _check(comm):
@@ -171,7 +170,7 @@ class Communicator(MPI.Intracomm):
         the same."""
         ctx = self._enter()
         try:
-            if not _planned(ctx, ctx.plans.get(algorithm), sendbuf, recvbuf):
+            if not _planned(ctx, ("a", algorithm), sendbuf, recvbuf):
                 self._full_path(ctx, sendbuf, recvbuf, algorithm)
         finally:
             ctx.lock.release()
@@ -215,11 +214,10 @@ class Communicator(MPI.Intracomm):
         finally:
             config.restore(token)
         ctx.trace.end()
-        # The same algorithm= and the same buffer shape take the same route: the plan's. A call
-        # that leaves none leaves the last one, whose shape still routes there.
-        plan = algo.plan(algorithm, sendbuf, recvbuf, recv)
+        # The same algorithm= and the same buffer shape take the same route: the plan's.
+        plan = algo.plan(sendbuf, recvbuf, recv)
         if plan is not None:
-            ctx.plans[algorithm] = plan
+            ctx.cache.keep(("a", algorithm), plan)
 
     def Alltoallv(self, sendbuf, recvbuf, *, algorithm=None):
         """Like ``MPI.Comm.Alltoallv`` (mpi4py's buffer specs: counts and displacements per
@@ -236,9 +234,10 @@ class Communicator(MPI.Intracomm):
     def _variable(self, w, sendbuf, recvbuf, algorithm):
         ctx = self._enter()
         try:
-            if _planned(ctx, ctx.plans.get(("w" if w else "v", algorithm)), sendbuf, recvbuf):
+            if _planned(ctx, ("w" if w else "v", algorithm), sendbuf, recvbuf):
                 return
-            send, recv = parse_alltoallv(sendbuf, recvbuf, ctx.size, ctx.rank, w)
+            send, recv = parse_alltoallv(sendbuf, recvbuf, ctx.size, ctx.rank, w,
+                                         ctx.cache.layouts)
             name = algorithm or ctx.forced or AUTO
             if name not in (AUTO, algorithm) and not ctx.algorithm_class(name).variable:
                 name = AUTO                # PAPCOLL_ALGORITHM serves no Alltoallv: the policy
@@ -263,9 +262,9 @@ class Communicator(MPI.Intracomm):
             finally:
                 config.restore(token)
             ctx.trace.end()
-            plan = algo.planv(algorithm, sendbuf, recvbuf, send, recv)
+            plan = algo.planv(sendbuf, recvbuf, send, recv)
             if plan is not None:
-                ctx.plans[("w" if w else "v", algorithm)] = plan
+                ctx.cache.keep(("w" if w else "v", algorithm), plan)
         finally:
             ctx.lock.release()
 

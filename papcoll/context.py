@@ -32,6 +32,7 @@ from mpi4py import MPI
 from . import config, rendezvous, topology
 from .algorithms import lookup, policy
 from .algorithms.registry import check
+from .callcache import CallCache
 from .errors import AlgorithmError, ConfigError, PapcollError, PapcollTimeoutError
 from .node.board import NodeBoard
 from .node.cma import CmaNode
@@ -54,7 +55,7 @@ class Context:
         self.trace = (Trace(events=trace != "phases") if trace or config.trace()
                       else NoTrace())
         self.lock = threading.Lock()      # one call at a time: see Communicator.Alltoall
-        self.algorithms, self.plans = {}, {}   # plans: algorithm= value -> Plan
+        self.algorithms, self.cache = {}, CallCache()   # the plans calls left
         self.chosen = None                # the algorithm of the last call (api.py)
         self.active = None                # the request's Call in progress (requests.py)
         self.requests = set()             # requests.py's Calls not freed: close frees them
@@ -175,7 +176,7 @@ class Context:
         for call in list(self.requests):    # before the communicator: mpi's MPI requests
             call.release()
         self.dropped.clear()
-        self.plans.clear()
+        self.cache.drop()
         for algo in self.algorithms.values():
             algo.close(collective)
         self.algorithms.clear()

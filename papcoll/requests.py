@@ -231,7 +231,8 @@ def make(ctx, persistent, w, sendbuf, recvbuf, algorithm):
     if w is None:
         send, recv = parse_alltoall(sendbuf, recvbuf, ctx.size)
     else:
-        send, recv = parse_alltoallv(sendbuf, recvbuf, ctx.size, ctx.rank, w)
+        send, recv = parse_alltoallv(sendbuf, recvbuf, ctx.size, ctx.rank, w,
+                                     ctx.cache.layouts)
     name = ctx.chosen = choose(ctx, algorithm, w, None if w is not None else recv.block)
     token = config.adopt(ctx.settings)
     try:

@@ -83,15 +83,16 @@ def copy_own(send, recv, rank):
         recv.unpack_one(rank)
 
 
-def parse_alltoallv(sendbuf, recvbuf, nprocs, rank, w=False):
+def parse_alltoallv(sendbuf, recvbuf, nprocs, rank, w, layouts):
     """(send, recv): Blocks of an Alltoallv (``w``: Alltoallw) on ``nprocs`` processes by
     ``rank``; for MPI.IN_PLACE send is a private copy of the receive blocks. A staged send
-    side is filled by its ``pack()``."""
+    side is filled by its ``pack()``. ``layouts``: the Communicator's verdicts of sides
+    already checked (callcache.Layouts)."""
     what = "Alltoallw" if w else "Alltoallv"
-    recv = _side(recvbuf, nprocs, "recvbuf", True, w, what)
+    recv = _side(recvbuf, nprocs, "recvbuf", True, w, what, layouts)
     if sendbuf is MPI.IN_PLACE:
         return _staged(recv), recv
-    send = _side(sendbuf, nprocs, "sendbuf", False, w, what)
+    send = _side(sendbuf, nprocs, "sendbuf", False, w, what, layouts)
     if send.length[rank] != recv.length[rank]:
         raise BufferSpecError(f"{what}: sendbuf sends {send.length[rank]} bytes to rank {rank} "
                               f"itself, but recvbuf expects {recv.length[rank]} from it")
@@ -112,7 +113,7 @@ def _staged(side, packed=None):
     return Blocks(None, packed, length, moves)
 
 
-def _side(spec, nprocs, name, receive, w, what):
+def _side(spec, nprocs, name, receive, w, what, layouts):
     if spec is MPI.IN_PLACE:
         raise BufferSpecError(f"{what}: MPI.IN_PLACE is only valid as sendbuf, not as {name}")
     buf, counts, displs, types = _unpack(spec, name, w, what)
@@ -127,14 +128,16 @@ def _side(spec, nprocs, name, receive, w, what):
     else:
         one = _implied(buf, name)[0] if types is None else _datatype(types, f"{name} datatype")
         types = [one] * nprocs
+    # What a side's checks found is decided by the buffer's length, the counts and
+    # displacements as given, and each datatype's serial (datatypes.py: a datatype freed and
+    # another made under its handle has another). Calls repeat their specs; the checks
+    # (strided receive types are marked byte by byte) cost more than a call.
     key = (view.nbytes, nprocs, w, receive, bottom, _hashable(counts), _hashable(displs),
            tuple(datatypes.verdict(t, name).serial for t in types))
-    layout = _layouts.get(key)
+    layout = layouts.get(key)
     if layout is None:
         layout = _layout(view, nprocs, counts, displs, types, name, w, what, receive, bottom)
-        if len(_layouts) >= 64:
-            _layouts.clear()
-        _layouts[key] = layout
+        layouts.put(key, layout)
     counts_given = counts
     counts, starts, offset, length, contiguous, packed = layout
     shape = None
@@ -149,13 +152,6 @@ def _side(spec, nprocs, name, receive, w, what):
                      packed)
     staged.shape = shape if w else None
     return staged
-
-
-# What a side's checks found, by what decides them: the buffer's length, the counts and
-# displacements as given, and each datatype's serial (datatypes.py: a datatype freed and
-# another made under its handle has another). Calls repeat their specs; the checks cost more
-# than a call.
-_layouts = {}
 
 
 def _hashable(value):

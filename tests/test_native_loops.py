@@ -24,18 +24,6 @@ def flags_of(n, stride=64):
     return native.Flags(shared(n * stride).view(np.uint64)[::stride // 8])
 
 
-def publish(posts, i, address):
-    """Word PC_POST_ADDR of post i: the buffer address its flag announces."""
-    ctypes.c_uint64.from_address(posts.address + i * posts.stride + 8 * native.POST_ADDR).value \
-        = address
-
-
-def sign(posts, i, epoch, sig):
-    """The signature word of post i for epoch."""
-    ctypes.c_uint64.from_address(posts.address + i * posts.stride
-                                 + 8 * (native.POST_SIG + epoch % 2)).value = sig
-
-
 def forked(child):
     pid = os.fork()
     if pid == 0:
@@ -215,15 +203,13 @@ def test_cma_collect_reads_published_buffers_and_acknowledges():
 
     def peer():
         buf = np.arange(100, 132, dtype=np.uint8)       # private: only CMA reaches it
-        publish(posts, 1, buf.ctypes.data)
-        posts.store(1, 4)
+        native.post(posts, 1, 4, 0, buf.ctypes.data)
         while not gate[0]:
             time.sleep(0.001)
 
     pid = forked(peer)
     try:
-        publish(posts, 0, mine.ctypes.data)
-        posts.store(0, 4)
+        native.post(posts, 0, 4, 0, mine.ctypes.data)
         assert posts.wait_ge(1, 4, 5.0)                 # both posted: the scan order decides
         pids = np.array([0, pid], np.int32)
         dst = np.zeros(2 * 16, np.uint8)
@@ -240,8 +226,7 @@ def test_cma_collect_reads_published_buffers_and_acknowledges():
 
 def test_cma_collect_failure_names_the_process():
     posts, acks = flags_of(1), flags_of(1)
-    publish(posts, 0, 4096)
-    posts.store(0, 1)
+    native.post(posts, 0, 1, 0, 4096)
     gone = os.fork()
     if gone == 0:
         os._exit(0)
@@ -260,8 +245,7 @@ def test_exchange_never_copies_from_a_post_whose_signature_differs():
     loops, regions = segment_loops(n, 0, slot)
     for i, sig in ((1, 0x0100 + 8), (2, 0x0100 + 16)):         # 2's call has 16-byte blocks
         slot_of(regions, n, slot, i, 1, 0)[:] = 7 * i
-        sign(loops.flags, i, 5, sig)
-        loops.flags.store(i, 5)
+        native.post(loops.flags, i, 5, sig)
     dst = np.zeros(3 * 8, np.uint8)
     with pytest.raises(native.SignatureMismatch) as err:
         loops.exchange(np.ones(24, np.uint8), dst, 8, 8, 5, 0x0100 + 8, 1, 0)
@@ -269,17 +253,15 @@ def test_exchange_never_copies_from_a_post_whose_signature_differs():
     assert (dst[16:] == 0).all() and loops.missing() == [0, 2]    # nothing copied from 2,
     # and the scan (from 1) stopped there, before my own block
     assert (dst[8:16] == 7).all()                                 # 1 agreed: served
-    assert native.post_word(loops.flags, 0, native.POST_SIG + 1) == 0x0108   # mine, bank 1
+    assert native.post_sig(loops.flags, 0, 5) == 0x0108   # mine, bank 1
 
 
 def test_an_empty_call_still_meets_and_checks_every_signature():
     loops, _ = segment_loops(2, 0, slot=8)
-    sign(loops.flags, 1, 3, 0x0200)
-    loops.flags.store(1, 3)
+    native.post(loops.flags, 1, 3, 0x0200)
     empty = np.zeros(0, np.uint8)
     assert loops.exchange(empty, empty, 0, 0, 3, 0x0200, 1, 0).tolist() == [1, 0]
-    sign(loops.flags, 1, 4, 0x0208)                               # 8 bytes against my 0
-    loops.flags.store(1, 4)
+    native.post(loops.flags, 1, 4, 0x0208)                        # 8 bytes against my 0
     with pytest.raises(native.SignatureMismatch):
         loops.exchange(empty, empty, 0, 0, 4, 0x0200, 1, 0)
 
@@ -288,8 +270,7 @@ def test_a_plan_reports_a_signature_that_differs():
     loops, _ = segment_loops(2, 0, slot=8)
     plan = native.Plan.segment(None, loops, 1, 1.0, native.SLICE)
     assert bind(plan, u8(16), u8(16), sig=0x0308)
-    sign(loops.flags, 1, 1, 0x0310)
-    loops.flags.store(1, 1)
+    native.post(loops.flags, 1, 1, 0x0310)
     assert plan.run(np.ones(16, np.uint8), np.zeros(16, np.uint8)) == native.EPROTO
     err = loops.mismatch(loops.failed.value, loops.epoch.value, plan.s.sig)
     assert (err.peer, err.theirs, err.mine) == (1, 0x0310, 0x0308)
@@ -297,9 +278,7 @@ def test_a_plan_reports_a_signature_that_differs():
 
 def test_cma_collect_never_reads_a_buffer_whose_signature_differs():
     posts, acks = flags_of(1), flags_of(1)
-    publish(posts, 0, 4096)                          # an address that would fault if read
-    sign(posts, 0, 1, 0x0408)
-    posts.store(0, 1)
+    native.post(posts, 0, 1, 0x0408, 4096)           # an address that would fault if read
     loops = native.PeerLoops(posts)
     loops.expect([0])
     with pytest.raises(native.SignatureMismatch) as err:

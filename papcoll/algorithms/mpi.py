@@ -14,7 +14,7 @@ from ..errors import PapcollTimeoutError
 from ..native import Plan
 from ..trace import NoTrace
 from ..transport import base
-from .registry import Algorithm, keep, register
+from .registry import Algorithm, register
 
 
 @register("mpi", "the MPI library's own MPI_Alltoall (baseline; waits are MPI's, not bounded)")
@@ -55,13 +55,13 @@ class MpiAlltoall(Algorithm):
         recvspec = [recv.data, recv.block, MPI.BYTE]
         return MPI.IN_PLACE if send is None else [send.data, send.block, MPI.BYTE], recvspec
 
-    def plan(self, key, sendbuf, recvbuf, recv):
+    def plan(self, sendbuf, recvbuf, recv):
         if not isinstance(self.ctx.trace, NoTrace):     # a traced call is recorded in full
             return None
-        plan = self.plans.get(key) or self.plans.setdefault(key, Plan.mpi(self, self.ctx.comm))
+        plan = Plan.mpi(self, self.ctx.comm)
         return plan if plan.bind(sendbuf, recvbuf, recv) else None
 
-    def planv(self, key, sendbuf, recvbuf, send, recv):
+    def planv(self, sendbuf, recvbuf, send, recv):
         if (not isinstance(self.ctx.trace, NoTrace) or send.shape is None
                 or recv.shape is None or isinstance(send.shape[3], list)
                 != isinstance(recv.shape[3], list)):
@@ -70,8 +70,7 @@ class MpiAlltoall(Algorithm):
             plan = Plan.alltoallv(self, (send.shape, recv.shape), comm=self.ctx.comm)
         except OverflowError:         # counts or displacements beyond MPI's ints
             return None
-        kind = "w" if isinstance(send.shape[3], list) else "v"
-        return keep(self.plans, (kind, key), plan, plan.bindv(sendbuf, recvbuf))
+        return plan if plan.bindv(sendbuf, recvbuf) else None
 
     def plan_failed(self, plan, rc):
         raise MPI.Exception(-rc)

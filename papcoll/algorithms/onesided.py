@@ -184,7 +184,8 @@ class Exchange:
             inbox, expose = send.length <= slot, (recv.length > slot) & (q != me)
             c = self.calls[key] = Call(
                 self, xport.VAR, 4 * n, records=n, src_off=send.offset, len=send.length,
-                dst_off=np.where(inbox, (bank * n + me) * slot, 0), in_off=(bank * n + q) * slot,
+                dst_off=np.where(inbox, xport.inbox_slot(bank, n, me, slot), 0),
+                in_off=xport.inbox_slot(bank, n, q, slot),
                 out_off=recv.offset, out_len=np.where(expose, 0, recv.length),
                 expected=np.zeros(n), expect_len=recv.length,
                 via_inbox=inbox.astype(np.uint8), advertise=expose.astype(np.uint8))
@@ -202,8 +203,8 @@ class Exchange:
             copy = scheme == xport.COPY
             c = self.calls[key] = Call(
                 self, scheme, 4 * n, src_off=q * block, len=np.full(n, block),
-                dst_off=np.full(n, (bank * n + me) * slot if copy else me * block),
-                in_off=(bank * n + q) * slot if copy else q, out_off=q * block,
+                dst_off=np.full(n, xport.inbox_slot(bank, n, me, slot) if copy else me * block),
+                in_off=xport.inbox_slot(bank, n, q, slot) if copy else q, out_off=q * block,
                 out_len=np.full(n, block), expected=np.zeros(n))
         return c
 

@@ -29,7 +29,7 @@ from ..transport import open_transport, transport_class
 from ..native import xport
 from ..vbuffers import copy_own
 from .onesided import Exchange, OneSidedAlgorithm
-from .registry import describe, keep, register
+from .registry import describe, register
 
 INBOX_LIMIT = 64 << 20   # bytes of inbox (2 banks x N slots) a process may hold by default
 MAX_INBOX = 1 << 30      # ... and at most, whatever PAPCOLL_COPY_THRESHOLD says
@@ -106,21 +106,19 @@ class PapDirect(OneSidedAlgorithm):
         copy_own(send, recv, x.rank)
         return x.launch_var(send, recv, self.slot)
 
-    def plan(self, key, sendbuf, recvbuf, recv):
+    def plan(self, sendbuf, recvbuf, recv):
         if not isinstance(self.ctx.trace, NoTrace) or recv.block > self.slot or not recv.block:
             return None
         sig = self.signature(recv.block, "copy-based")
         plan = self.exchange.plan(self, recv.block, self.slot, sig)
-        return keep(self.plans, key, plan, plan is not None and
-                    plan.bind(sendbuf, recvbuf, recv, sig))
+        return plan if plan is not None and plan.bind(sendbuf, recvbuf, recv, sig) else None
 
-    def planv(self, key, sendbuf, recvbuf, send, recv):
+    def planv(self, sendbuf, recvbuf, send, recv):
         if not isinstance(self.ctx.trace, NoTrace):
             return None
         sig = self.signature(0, "variable")
         plan = self.exchange.plan_var(self, send, recv, self.slot, sig)
-        return keep(self.plans, ("v", key), plan, plan is not None and
-                    plan.bindv(sendbuf, recvbuf, sig))
+        return plan if plan is not None and plan.bindv(sendbuf, recvbuf, sig) else None
 
     def plan_failed(self, plan, rc):
         self.exchange.resume(plan, rc)
@@ -141,7 +139,7 @@ class PapDirectZeroCopy(PapDirect):
     def start(self, send, recv, persistent=None):
         return self.zero_copy(send, recv, "zero-copy", persistent)
 
-    def plan(self, key, sendbuf, recvbuf, recv):
+    def plan(self, sendbuf, recvbuf, recv):
         return None
 
 

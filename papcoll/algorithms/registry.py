@@ -27,7 +27,6 @@ class Algorithm:
 
     def __init__(self, ctx):
         self.ctx = ctx
-        self.plans = {}           # algorithm= value -> the Plan this algorithm left for it
 
     @classmethod
     def unsupported(cls, ctx):
@@ -56,27 +55,24 @@ class Algorithm:
         """The same for ``alltoallv``."""
         raise NotImplementedError
 
-    def plan(self, key, sendbuf, recvbuf, recv):
-        """After a call with these buffers (as the user passed them; ``recv`` parsed) and
-        ``algorithm=key`` ran here: a bound Plan (native/plan.py) for the next calls of the same
-        shape -- its run returns 1 when it did one, 0 to decline, rc < 0 when
-        ``plan_failed(plan, rc)`` must finish the call or raise its error -- or None (the
-        default: every call takes the full path). Keep it in ``self.plans[key]``, which
-        :meth:`drop_plans` disarms."""
+    def plan(self, sendbuf, recvbuf, recv):
+        """After a call with these buffers (as the user passed them; ``recv`` parsed) ran
+        here: a new Plan (native/plan.py) bound to its shape, for the next calls of that shape
+        -- its run returns 1 when it did one, 0 to decline, rc < 0 when ``plan_failed(plan,
+        rc)`` must finish the call or raise its error -- or None (the default: every call
+        takes the full path). The Communicator's CallCache keeps it; :meth:`drop_plans`
+        disarms it."""
 
-    def planv(self, key, sendbuf, recvbuf, send, recv):
-        """The same for an Alltoallv (``send``, ``recv``: its vbuffers.Blocks): a bound plan
-        (Plan.alltoallv), kept in ``self.plans[("v", key)]`` (an Alltoallw's: ``("w",
-        key)``), or None (the default)."""
+    def planv(self, sendbuf, recvbuf, send, recv):
+        """The same for an Alltoallv or Alltoallw (``send``, ``recv``: its vbuffers.Blocks):
+        a new bound plan (Plan.alltoallv), or None (the default)."""
 
     def plan_failed(self, plan, rc):
         raise NotImplementedError
 
     def drop_plans(self):
         """Disarm every plan this algorithm left: their calls take the full path again."""
-        for plan in self.plans.values():
-            plan.disarm()
-        self.plans.clear()
+        self.ctx.cache.drop(self)
 
     def signature(self, block, scheme=""):
         """The signature of my call with ``block`` bytes per peer."""
@@ -138,15 +134,3 @@ def describe(sig):
     name, scheme = _SCHEMES.get(code, (f"an algorithm of unknown code {code}", ""))
     how = f" ({scheme})" if scheme else ""
     return f"{name}{how} with {signature.block_of(sig)} bytes per peer"
-
-
-def keep(plans, key, plan, bound):
-    """``plan`` in ``plans[key]`` in place of the one there (disarmed), if it is ``bound``;
-    else None: the last plan, if any, still serves its shape."""
-    if not bound:
-        return None
-    old = plans.pop(key, None)
-    if old is not None:
-        old.disarm()
-    plans[key] = plan
-    return plan

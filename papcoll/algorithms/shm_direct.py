@@ -58,7 +58,7 @@ from mpi4py import MPI
 
 from .. import native, progress, rendezvous, signature
 from ..native import xport
-from ..native.lib import address
+from ..native.lib import address, lib
 from ..native.plan import GATHER, MASTERS, HierStruct
 from ..node.segment import LINE, Segment
 from ..progress import Deadline
@@ -214,7 +214,7 @@ class ShmDirect(IntraNodeAlgorithm):
 
     # ---- the plan: the whole call in C (native/papcoll_hier.c) -------------------------------
 
-    def plan(self, key, sendbuf, recvbuf, recv):
+    def plan(self, sendbuf, recvbuf, recv):
         block = recv.block
         if (not isinstance(self.ctx.trace, NoTrace) or self.by_cma(block)
                 or not 0 < block <= self.piece_max[False]):
@@ -228,13 +228,7 @@ class ShmDirect(IntraNodeAlgorithm):
                     *((x.counter, x.advert_counter) if x else (self.rounds, self.rounds)))
         plan = native.Plan.hier(self, rounds, self.ctx.size, counters, self.start, self.k,
                                 native.SLICE)
-        if not plan.bind(sendbuf, recvbuf, recv, sig):
-            return None
-        old = self.plans.pop(key, None)
-        if old is not None:
-            old.disarm()
-        self.plans[key] = plan
-        return plan
+        return plan if plan.bind(sendbuf, recvbuf, recv, sig) else None
 
     def hier_round(self, lists, bank, sig):
         """``lists``' struct pc_hier (``lists.s``), for calls of signature ``sig``."""
@@ -308,12 +302,10 @@ class ShmDirect(IntraNodeAlgorithm):
         (Direct: the one flag, raised here)."""
         x, bank, layout, k = self.exchange, self.round % 2, self.layout, self.k
         x.begin(sig)
-        outbox = self.outbox[bank * layout.bank(k):]
-        for r in self.remote:
-            outbox[layout.at(k, r):][:8].view(np.uint64)[0] = sig
         c = plan.masters.get(bank)
         if c is None:
             c = plan.masters[bank] = self.masters_call(plan, bank)
+        lib.pc_head_aggregates(c.s.src, c.s.src_off, c.s.x.contents.n, c.s.x.contents.me, sig)
         x.start(c)
         gate = c.gate
         plan.local.expect(plan.all_local)

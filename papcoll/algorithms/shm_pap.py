@@ -53,11 +53,10 @@ class ShmPap(IntraNodeAlgorithm):
             self.exchange(source[offset:], recv.data[offset:], block,
                           min(self.slot, block - offset), sig)
 
-    def plan(self, key, sendbuf, recvbuf, recv):
+    def plan(self, sendbuf, recvbuf, recv):
         if self.tracing:
             return None
-        plan = self.plans.get(key) or self.plans.setdefault(key, native.Plan.segment(
-            self, self.loops, self.start, self.ctx.timeout, native.SLICE))
+        plan = native.Plan.segment(self, self.loops, self.start, self.ctx.timeout, native.SLICE)
         return plan if plan.bind(sendbuf, recvbuf, recv, self.signature(recv.block)) else None
 
     def plan_failed(self, plan, rc):

@@ -9,13 +9,13 @@
 from .cma import allow_ptrace_any, cma_probe, drop_ptrace_any, cma_read, cma_readv, cma_write, cma_writev
 from .flags import Flags, flag_load, flag_store, ready_ge, wait_any_ge, wait_ge, wait_ready_ge
 from .lib import EMSGSIZE, EPROTO, ETIMEDOUT, IOV_MAX, SLICE, now_ns
-from .loops import (POST_ADDR, POST_SIG, CopyList, ListLoops, PeerLoops, SegmentLoops,
-                    SignatureMismatch, buffer_address, post_word)
+from .loops import (CopyList, ListLoops, PeerLoops, SegmentLoops, SignatureMismatch,
+                    buffer_address, post, post_address, post_sig)
 from .plan import Plan
 
-__all__ = ["EMSGSIZE", "EPROTO", "ETIMEDOUT", "IOV_MAX", "POST_ADDR", "POST_SIG", "CopyList",
+__all__ = ["EMSGSIZE", "EPROTO", "ETIMEDOUT", "IOV_MAX", "CopyList",
            "Flags", "ListLoops", "PeerLoops", "Plan", "SLICE", "SegmentLoops", "SignatureMismatch",
            "allow_ptrace_any", "buffer_address", "cma_probe", "cma_read", "cma_readv",
            "cma_write", "cma_writev", "drop_ptrace_any", "flag_load", "flag_store",
-           "now_ns", "post_word", "ready_ge", "wait_any_ge", "wait_ge",
+           "now_ns", "post", "post_address", "post_sig", "ready_ge", "wait_any_ge", "wait_ge",
            "wait_ready_ge"]

@@ -22,7 +22,6 @@ from .flags import Flags
 from .lib import (ENOENT, EPROTO, ETIMEDOUT, address, bytes_view, check_index,
                   lib, start_index, timeout_ns)
 
-POST_SIG, POST_ADDR = 1, 3          # words of a post after its flag (PC_POST_SIG, PC_POST_ADDR)
 
 
 class SignatureMismatch(Exception):
@@ -33,9 +32,21 @@ class SignatureMismatch(Exception):
         super().__init__(f"process {peer} posted signature {theirs:#x}, this one {mine:#x}")
 
 
-def post_word(flags, i, word):
-    """Word ``word`` of process i's post (its flag is word 0), read after the flag."""
-    return ctypes.c_uint64.from_address(flags.address + i * flags.stride + 8 * word).value
+def post(flags, i, epoch, sig, address=0):
+    """Fill process i's post in ``flags`` for ``epoch`` (native pc_post, the one writer of a
+    post): ``address`` (CMA; 0: none) and ``sig``, then the flag (release)."""
+    lib.pc_post(flags.address + i * flags.stride, epoch, sig, address)
+
+
+def post_sig(flags, i, epoch):
+    """Process i's signature for ``epoch`` in its post (native pc_post_sig), read after the
+    flag."""
+    return lib.pc_post_sig(flags.address + i * flags.stride, epoch)
+
+
+def post_address(flags, i):
+    """The buffer address process i's post publishes (native pc_post_address)."""
+    return lib.pc_post_address(flags.address + i * flags.stride)
 
 
 def buffer_address(array):
@@ -102,7 +113,7 @@ class PeerLoops:
 
     def mismatch(self, peer, epoch, sig):
         """The SignatureMismatch of ``peer``, whose post for ``epoch`` differs from ``sig``."""
-        return SignatureMismatch(peer, post_word(self.flags, peer, POST_SIG + epoch % 2), sig)
+        return SignatureMismatch(peer, post_sig(self.flags, peer, epoch), sig)
 
     def _served_now(self, rc):
         if rc == ETIMEDOUT:
@@ -138,7 +149,7 @@ class PeerLoops:
             raise self.mismatch(err.value, target, sig)
         if rc < 0 and rc not in (ETIMEDOUT, -errno.EINVAL, ENOENT):
             i = err.value
-            remote = post_word(self.flags, i, POST_ADDR) + remote_offset
+            remote = post_address(self.flags, i) + remote_offset
             error = cma_error(rc, "read of", int(pids[i]), length, remote)
             error.peer = i                  # for the caller, who knows i's rank
             raise error

@@ -1,4 +1,4 @@
-"""Cached plans (struct pc_plan, native/papcoll_xport.h): how the next calls of one shape run
+"""Cached plans (struct pc_plan, native/papcoll_plan.h): how the next calls of one shape run
 in C, entered once per call (``papcoll._native.alltoall``, native/papcoll_call.c).
 
 An algorithm that has fully run a call may leave a :class:`Plan` for calls of its shape; the

@@ -178,3 +178,12 @@ def ibv_qp(qp, qp_num, words=48):
                 and head.send_cq and head.recv_cq):
             return word, head.send_cq, head.recv_cq
     raise OSError(f"no struct ibv_qp of QP number {qp_num} found in the pyverbs QP object")
+
+
+def inbox_slot(bank, n, q, slot):
+    """Where in an inbox of ``n`` slots of ``slot`` bytes per bank the block from process ``q``
+    lands in ``bank`` (native pc_inbox_slot, the inbox's one layout); ``q`` an int or an
+    array of them."""
+    if np.ndim(q):
+        return np.array([lib.pc_inbox_slot(bank, n, int(p), slot) for p in q], np.uint64)
+    return lib.pc_inbox_slot(bank, n, q, slot)

@@ -71,7 +71,6 @@ class NodeBoard:
         self.posts = native.Flags(self.segment.words(POST))
         self.my_acks = native.Flags(self.segment.my_words(ACKS, self.n))        # I served q
         self.acks_for_me = native.Flags(self.segment.words(ACKS + self.me * LINE))  # q served me
-        self._mine = self.segment.my_words(POST, 4, 8)
         self._gave_up = self.segment.words(GAVE_UP)
         self.epoch = ctypes.c_uint64(0)
 
@@ -80,8 +79,8 @@ class NodeBoard:
         return self.epoch.value
 
     def post(self, epoch, sig, address=0):
-        """Post my call of ``epoch`` (see :func:`publish`)."""
-        publish(self._mine, self.posts, self.me, epoch, sig, address)
+        """Post my call of ``epoch``: ``address`` (CMA; 0: none) and ``sig``, then the flag."""
+        native.post(self.posts, self.me, epoch, sig, address)
 
     def give_up(self, call):
         """Tell the others that an error ended my call number ``call`` unfinished: I will not
@@ -106,14 +105,5 @@ class NodeBoard:
 
     def close(self):
         self.posts = self.my_acks = self.acks_for_me = None
-        self._mine = self._gave_up = None
+        self._gave_up = None
         self.segment.close()
-
-
-def publish(words, flags, me, epoch, sig, address):
-    """Fill my post (``words``: its four words; ``flags``: everyone's flags) for ``epoch``: the
-    buffer ``address`` (CMA) and the call's signature first, then the flag (release: whoever
-    sees the flag sees the rest)."""
-    words[native.POST_ADDR] = address
-    words[native.POST_SIG + epoch % 2] = sig
-    flags.store(me, epoch)

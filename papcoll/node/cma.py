@@ -31,7 +31,7 @@ import numpy as np
 from .. import config, native, progress, rendezvous, signature
 from ..errors import PapcollTimeoutError, TransportError
 from ..progress import Deadline
-from .board import primitive_lines, publish
+from .board import primitive_lines
 
 THROTTLE = 4      # k without a measured model (the CMA paper's best on Broadwell)
 MEASURED = "measured"   # the primitives' default k: the model's throttle, else THROTTLE
@@ -64,7 +64,6 @@ class CmaNode:
         self.posts = native.Flags(segment.words(at_post))       # the primitives' own posts
         self.done = native.Flags(segment.words(at_done))
         self.my_acks = native.Flags(segment.my_words(self._at_acks, self.n))
-        self._mine = segment.my_words(at_post, 4, 8)
         self.loops = native.PeerLoops(self.posts)
         self.epoch = 0
         reason = None
@@ -112,7 +111,7 @@ class CmaNode:
             _opted_in -= 1
             if _opted_in == 0:
                 native.drop_ptrace_any()
-        self.loops = self.posts = self.done = self.my_acks = self._mine = None
+        self.loops = self.posts = self.done = self.my_acks = None
 
     # ---- one operation -------------------------------------------------------------------
 
@@ -126,8 +125,8 @@ class CmaNode:
 
     def post(self, array, epoch):
         """Publish the address of ``array`` for operation ``epoch``."""
-        publish(self._mine, self.posts, self.me, epoch, signature.make(PRIMITIVE, array.nbytes),
-                native.buffer_address(array) if array.nbytes else 0)
+        native.post(self.posts, self.me, epoch, signature.make(PRIMITIVE, array.nbytes),
+                    native.buffer_address(array) if array.nbytes else 0)
 
     def wait(self, flags, index, epoch, what):
         """Wait until ``flags[index] >= epoch`` or raise naming local rank ``index``."""
@@ -148,7 +147,7 @@ class CmaNode:
 
     def address(self, peer):
         """The buffer address ``peer`` published (read after its flag)."""
-        return native.post_word(self.posts, peer, native.POST_ADDR)
+        return native.post_address(self.posts, peer)
 
     def _others(self, root):
         return [q for q in range(self.n) if q != root]

@@ -1,0 +1,126 @@
+"""MPI worker for tests/test_shapes.py: ``shapes.py ALGORITHM CALLS``.
+
+A program that alternates shapes, as real ones do: SHAPES shapes of each call kind (Alltoall,
+Alltoallv, Alltoallw), more in all than a Communicator's CallCache holds, called interleaved in
+a random order (the same on every rank) with random arrival delays, each against MPI's own call
+on the same inputs; every element names its source, destination and index. Beside the data, a
+model of the cache (least recently used, callcache.CAPACITY plans) says which calls must enter C
+once (a hit) and which take the full path: the worker asserts that, call by call. Two shapes
+differ only in the dtype the same bytes are viewed with; one Alltoallw datatype is freed and
+made again between calls (a new datatype object: never served by the old plan).
+Prints SHAPES ok <hits> <misses>.
+"""
+import random
+import sys
+import time
+from collections import OrderedDict
+
+import numpy as np
+from mpi4py import MPI
+
+import papcoll
+from papcoll.callcache import CAPACITY
+
+world = MPI.COMM_WORLD
+rank, size = world.Get_rank(), world.Get_size()
+algorithm, calls = sys.argv[1], int(sys.argv[2])
+SHAPES = 6
+rng = random.Random(2024)          # the same draws on every rank
+
+
+def values(src, dst, n, dtype, k):
+    """Source, destination, index and call number (narrow dtypes wrap)."""
+    return (src * 1_000_000 + dst * 10_000 + np.arange(n) % 10_000 + 7 * k).astype(dtype)
+
+
+def alltoall(pc, shape, k):
+    n, dtype, view = shape
+    send = np.concatenate([values(rank, q, n, dtype, k) for q in range(size)])
+    got, want = np.zeros(n * size, dtype), np.zeros(n * size, dtype)
+    if view is not None:        # the same bytes, another dtype: another shape
+        send, got, want = send.view(view), got.view(view), want.view(view)
+    world.Alltoall(send, want)
+    pc.Alltoall(send, got, algorithm=algorithm)
+    assert np.array_equal(got, want), ("Alltoall", shape, got[:4], want[:4])
+    assert np.array_equal(want.view(dtype), np.concatenate(
+        [values(q, rank, n, dtype, k) for q in range(size)]))
+
+
+def alltoallv(pc, counts, k):
+    out, into = counts[rank], [counts[q][rank] for q in range(size)]
+    sd = np.concatenate(([0], np.cumsum(out)[:-1])).tolist()
+    rd = np.concatenate(([0], np.cumsum(into)[:-1])).tolist()
+    send = np.concatenate([values(rank, q, out[q], np.int64, k) for q in range(size)])
+    got, want = np.full((2, sum(into)), -1, np.int64)
+    world.Alltoallv([send, (out, sd)], [want, (into, rd)])
+    pc.Alltoallv([send, (out, sd)], [got, (into, rd)], algorithm=algorithm)
+    assert np.array_equal(got, want), ("Alltoallv", counts)
+    assert np.array_equal(want, np.concatenate(
+        [values(q, rank, into[q], np.int64, k) for q in range(size)]))
+
+
+def alltoallw(pc, spec, k):
+    n, types = spec                     # n ints per peer, sent as types[q] (count, type)
+    send = np.concatenate([values(rank, q, n, np.int32, k) for q in range(size)])
+    got, want = np.full((2, n * size), -1, np.int32)
+    counts = [4 * n // types[q].Get_size() for q in range(size)]
+    displs = [4 * n * q for q in range(size)]
+    world.Alltoallw([send, (counts, displs), types], [want, (counts, displs), types])
+    pc.Alltoallw([send, (counts, displs), types], [got, (counts, displs), types],
+                 algorithm=algorithm)
+    assert np.array_equal(got, want), ("Alltoallw", n)
+    assert np.array_equal(want, np.concatenate(
+        [values(q, rank, n, np.int32, k) for q in range(size)]))
+
+
+def plans_made(kind):
+    """Whether the algorithm leaves a plan for this kind of call (its contract)."""
+    if size == 1:
+        return False                    # every call is a copy, made on the full path
+    return algorithm == "mpi" or (algorithm == "pap_direct" and kind != "w")
+
+
+def main():
+    pair = MPI.INT.Create_contiguous(2).Commit()
+    shapes = {
+        "a": [(1, np.int32, None), (7, np.float64, None), (7, np.float64, np.int64),
+              (64, np.int32, None), (3, np.uint8, None), (100, np.int16, None)],
+        "v": [[[rng.randrange(1, 40) for _ in range(size)] for _ in range(size)]
+              for _ in range(SHAPES)],
+        "w": [(2 * (s + 1), [MPI.INT if (q + s) % 2 else pair for q in range(size)])
+              for s in range(SHAPES)],
+    }
+    run = {"a": alltoall, "v": alltoallv, "w": alltoallw}
+    model, hits, misses, generation = OrderedDict(), 0, 0, 0
+    with papcoll.Communicator(world) as pc:
+        cache = pc._ctx.cache
+        for k in range(calls):
+            kind = rng.choice("avw")
+            s = rng.randrange(SHAPES)
+            if kind == "w" and k == calls // 2:     # a datatype freed and made again
+                old = pair
+                pair = MPI.INT.Create_contiguous(2).Commit()
+                shapes["w"] = [(n, [pair if t is old else t for t in types])
+                               for n, types in shapes["w"]]
+                old.Free()
+                generation += 1             # new shapes; the old plans age out unused
+            time.sleep(rng.random() * 0.002 * ((rank + k) % size))
+            before = cache.hits
+            run[kind](pc, shapes[kind][s], k)
+            hit = cache.hits - before
+            key = (kind, s, generation if kind == "w" else 0)
+            expected = key in model
+            assert hit == expected, (k, key, hit, expected, list(model))
+            if expected:
+                model.move_to_end(key)
+            elif plans_made(kind):
+                model[key] = True
+                while len(model) > CAPACITY:
+                    model.popitem(last=False)
+            hits, misses = hits + hit, misses + 1 - hit
+        assert len(cache) == len(model), (len(cache), len(model))
+    pair.Free()
+    print(f"SHAPES ok {hits} {misses}", flush=True)
+
+
+main()
