@@ -3,7 +3,9 @@
 Waits poll (papcoll learns of arrivals from the data path, not from messages), so they back off:
 a few quick polls, then yields, then short sleeps, because on an oversubscribed node a spinning
 waiter steals the core from the very peer it waits for. In C every wait is ``pc_wait``
-(native/papcoll_native.c: a deadline and a poll). In Python every wait is :func:`wait`: a
+(native/papcoll_native.c: a deadline and a poll). In Python every wait of a call, a request
+and a set-up meeting is :func:`wait` (``papcoll.waitall`` alone loops over its requests'
+``Test`` with a back-off, and has no deadline of its own): a
 :class:`Deadline`, steps of at most the native ``SLICE`` so that Ctrl-C gets through between
 two, a check between steps that those awaited are still coming, and the error -- every wait
 ends by the deadline with a :class:`PapcollTimeoutError` that names the ranks still missing
@@ -60,7 +62,7 @@ IDLE, DONE, MORE = 0, 1, 2   # what a poll found, as native pc_wait's polls say 
 
 
 def wait(step, deadline, error, check=None):
-    """The one bounded wait of papcoll's Python: every wait runs here. ``step(seconds)`` waits
+    """The one bounded wait of papcoll's Python: every wait of a call or a set-up runs here. ``step(seconds)`` waits
     at most that long -- a native wait, or a poll from Python (:func:`polled`) -- and returns
     whether the wait is over. It runs in slices (so that Ctrl-C gets through) until done;
     after each step in vain ``check()``, if given, looks whether those awaited are still coming

@@ -14,7 +14,7 @@ values are still in its queue, but no confirmation will come. Only once everyone
 does papcoll call a blocking MPI constructor or destructor (``Split``, ``Win_allocate``,
 ``Win_free``): a process confirms only with every value in hand, so once one has every
 confirmation, the others' are on their way to everyone. What is left unbounded is a process
-dying between its confirmation and that MPI call (README: "What cannot be bounded").
+dying between its confirmation and that MPI call (docs/failures.md).
 
 Messages between a pair on one tag arrive in the order they were sent (MPI's non-overtaking
 rule), so consecutive meetings, of all ranks or of a node's, never take each other's messages.

@@ -19,7 +19,7 @@ An uncaught exception (or ``sys.exit`` with a failure status) aborts the job at 
 ``python -m mpi4py``: its Communicators are released locally, not closed -- the others may be
 in a call that this rank will never join (``context.abandon_all``).
 
-Limits (README: "Unmodified programs"): a communicator the program gets other than through
+Limits (docs/runner.md): a communicator the program gets other than through
 these -- ``MPI.Intracomm(handle)``, ``MPI.Comm.f2py``, an inter-communicator's ``Merge``, a
 graph topology -- is MPI's own, and so is a call made unbound, ``MPI.Comm.Alltoall(comm, ...)``;
 ``type(MPI.COMM_WORLD)`` is :class:`Intracomm`, a subclass of ``MPI.Intracomm``; and a module

@@ -43,7 +43,7 @@ CONFIGS.update({f"{algorithm}-ns{ns}-{role}": (ns + 2, algorithm, role, 4096,
 # (NOT_HERE, even in the full matrix):
 # a master killed or stopped while the other master writes it a 1.2 MB aggregate (mpi-rma,
 # MPICH, one host) leaves that writer's give-up undelivered for seconds, so a rank awaiting both
-# names the live writer too (README: Failures).
+# names the live writer too (docs/failures.md).
 CONFIGS.update({"pap_shm_direct-ns2-nonmaster-200K": (4, "pap_shm_direct", "nonmaster", 200000,
                                                       {"PAPCOLL_NODE_SIZE": "2"}),
                 "shm_direct-ns3-master-200K": (5, "shm_direct", "master", 200000,

@@ -38,7 +38,7 @@ class MpiRmaTransport(Transport):
     # Writes to exposed user buffers go through a dynamic window, which MPICH serves with active
     # messages (~0.5 GB/s here) while the inbox window is plain shared memory: copying through
     # the inbox won at every block size measured, up to 4 MiB (2.4 x faster at 2 and 4 MiB,
-    # README: Tuning); pap_direct caps the inbox at INBOX_LIMIT whatever this says.
+    # docs/tuning.md); pap_direct caps the inbox at INBOX_LIMIT whatever this says.
     copy_threshold = 4 << 20
 
     @classmethod

@@ -11,9 +11,9 @@ local access through a second registration cache; up to 64 bytes they go inline.
 
 pyverbs makes every resource; the hot path is C (native/papcoll_xport.c): it posts work
 requests and polls the CQs through libibverbs' provider entry points, on the ``ibv_qp`` and
-``ibv_cq`` objects of the QPs pyverbs made. pyverbs does not expose those pointers, so
-:func:`papcoll.native.xport.ibv_qp` finds the one inside each QP object (checked by QP number
-and type; a word that is no pointer is read without harm). Writes are signalled selectively
+``ibv_cq`` objects of the QPs pyverbs made: :func:`papcoll.native.xport.ibv_qp` takes the
+``QP.qp`` accessor where pyverbs has one (rdma-core 61 on), else finds the pointer inside each
+QP object (checked by QP number and type; a word that is no pointer is read without harm). Writes are signalled selectively
 (an unsignalled one is retired by the next signalled completion on its QP), and no pyverbs
 object is built per write. Set-up meets every rank (rendezvous.py) before it connects and once
 connected; every resource is local, so closing never waits for anyone.
