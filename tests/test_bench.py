@@ -193,7 +193,20 @@ def test_entry_reports_every_row_against_mpi():
             if line and not line.startswith(("#", "Row"))}
     assert list(rows) == ["MPI_Alltoall (mpi4py)", "mpi", "shm_pap", "auto"]
     assert rows["MPI_Alltoall (mpi4py)"][1] == "1.00"
-    assert all(float(us) > 0 for us, _ in rows.values())
+    assert all(float(us) > 0 for us, *_ in rows.values())
+    assert rows["mpi"][2] == "0"            # one shape: every timed call entered C once
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("shapes,missed", [(3, "0"), (17, "40")])
+def test_entry_cycles_shapes_and_counts_the_full_path(shapes, missed):
+    """3 shapes: plans for all of them; 17 (more than the cache holds): every call misses."""
+    res = launch(2, ["-m", "papcoll.bench", "entry", "--shapes", str(shapes), "--iterations",
+                     "20", "--rounds", "2", "--algorithms", "mpi"], timeout=240)
+    assert res.returncode == 0, res.stdout[-4000:]
+    assert f"8 per peer x 1..{shapes} (cycled)" in res.stdout, res.stdout[-4000:]
+    row = [line.split() for line in res.stdout.splitlines() if line.startswith("mpi ")]
+    assert row and row[0][3] == missed, res.stdout[-4000:]
 
 
 @pytest.mark.mpi
