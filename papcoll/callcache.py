@@ -21,7 +21,7 @@ and the plans' spare copies (in-place engine calls) stay bounded.
 """
 from collections import OrderedDict
 
-from . import _native
+from . import _native, datatypes
 
 CAPACITY = 16
 
@@ -33,10 +33,15 @@ class CallCache:
         self._tick = 0
         self.hits = self.misses = 0
         self.layouts = Layouts(2 * CAPACITY)
+        self._freed = False       # a datatype was freed: plans may name its object
+        datatypes.watch(self)
 
     def run(self, site, sendbuf, recvbuf):
         """(plan, rc) of the plan of ``site`` that ran this call (rc < 0: left to its
         algorithm's ``plan_failed``), or (None, 0): none has its shape, nothing touched."""
+        if self._freed:
+            self._freed = False
+            self.drop()
         tries = self._tries.get(site)
         if tries is not None:
             i, rc = _native.first(tries, sendbuf, recvbuf)
@@ -58,6 +63,11 @@ class CallCache:
         if sum(map(len, self._sites.values())) > CAPACITY:
             oldest = min((p.used, key) for key, plans in self._sites.items() for p in plans)
             self._remove(lambda p: p.used == oldest[0])
+
+    def datatype_freed(self):
+        """A datatype was freed (datatypes.py; any thread, inside MPI_Type_free): the plans go
+        at the next call, under the Communicator's lock."""
+        self._freed = True
 
     def drop(self, algorithm=None):
         """Disarm and forget the plans ``algorithm`` (an Algorithm object; None: every one)

@@ -14,8 +14,15 @@ the datatype, so a datatype freed and another made under its handle has none, an
 anew. Its ``serial``, unique to one datatype's life, is what caches of checked shapes key on,
 never the handle. Predefined datatypes are never freed and their typemaps are in order: their
 extents decide, and their handle serves as serial.
+
+Plans (callcache.py) match a call's datatype objects by identity and keep the handles they
+had; mpi4py's ``Free`` turns the object itself into DATATYPE_NULL. So the freeing of a judged
+datatype (its attribute's delete callback, inside MPI_Type_free: no MPI call there, only a
+flag) makes every watching cache drop its plans before its next call, which then takes the
+full path and refuses the freed object.
 """
 import itertools
+import weakref
 from typing import NamedTuple
 
 import numpy as np
@@ -32,6 +39,17 @@ class Verdict(NamedTuple):
 
 _keyval = None            # papcoll's attribute key; lives with the process, as MPI's own do
 _serials = itertools.count(1)
+_watchers = weakref.WeakSet()   # CallCaches: told when a judged datatype is freed
+
+
+def watch(cache):
+    """Call ``cache.datatype_freed()`` whenever a datatype judged here is freed."""
+    _watchers.add(cache)
+
+
+def _freed(datatype, keyval, verdict):
+    for cache in list(_watchers):
+        cache.datatype_freed()
 
 
 def verdict(datatype, what):
@@ -39,11 +57,12 @@ def verdict(datatype, what):
     DATATYPE_NULL or a datatype not committed."""
     global _keyval
     if datatype == MPI.DATATYPE_NULL:
-        raise BufferSpecError(f"{what}: MPI.DATATYPE_NULL is not a datatype for data")
+        raise BufferSpecError(f"{what}: MPI.DATATYPE_NULL is not a datatype for data (a "
+                              f"datatype object is DATATYPE_NULL once freed)")
     if datatype.is_predefined:
         return Verdict(("predefined", datatype.handle), _extents_contiguous(datatype))
     if _keyval is None:
-        _keyval = MPI.Datatype.Create_keyval()
+        _keyval = MPI.Datatype.Create_keyval(delete_fn=_freed)
     known = datatype.Get_attr(_keyval)
     if known is None:
         _committed(datatype, what)

@@ -7,8 +7,9 @@ permuted: datatypes whose bytes are contiguous but whose typemap is not in order
     handle: a verdict kept by handle would take it for contiguous). Alltoall refuses a permuted
     type (it moves contiguous bytes only). Prints PERMUTED ok.
 uncommitted: a datatype not committed is a BufferSpecError on every rank before any byte
-    moves, in Alltoall, Alltoallv, Alltoallw and their requests; a correct call follows on the
-    same Communicator. Prints UNCOMMITTED ok.
+    moves, in Alltoall, Alltoallv, Alltoallw and their requests; so is a datatype object used
+    again after its Free (a plan made for it must not serve it, even once another datatype has
+    its old handle); a correct call follows on the same Communicator. Prints UNCOMMITTED ok.
 """
 import sys
 
@@ -133,6 +134,20 @@ def run_uncommitted():
         refused(lambda: pc.Alltoall_init([send, PAIRS, loose], [out, PAIRS, loose],
                                          algorithm=algorithm))
         loose.Free(), strided.Free()
+        pair = MPI.INT.Create_contiguous(2).Commit()
+        for _ in range(3):                              # the full path, then its plan
+            pc.Alltoallw(w_specs(send, pair, PAIRS), w_specs(out, pair, PAIRS),
+                         algorithm=algorithm)
+        pair.Free()                                     # the object is DATATYPE_NULL now
+        swapped = MPI.INT.Create_indexed([1, 1], [1, 0]).Commit()   # may get its handle
+        try:
+            pc.Alltoallw(w_specs(send, pair, PAIRS), w_specs(out, pair, PAIRS),
+                         algorithm=algorithm)
+        except BufferSpecError as err:
+            assert "DATATYPE_NULL" in str(err), str(err)
+        else:
+            raise AssertionError("a freed datatype object was taken")
+        swapped.Free()
         pc.Alltoallw(w_specs(send, MPI.INT, 2 * PAIRS), w_specs(out, MPI.INT, 2 * PAIRS),
                      algorithm=algorithm)
         assert np.array_equal(out, np.concatenate([values(q, rank, 2 * PAIRS)
