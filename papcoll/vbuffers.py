@@ -244,23 +244,40 @@ def _check_overlap(view, counts, starts, types, contiguous, name, what):
 
 def _coverage(nbytes, counts, starts, types):
     """The first two ranks whose receive blocks share a byte, or None: each block's typemap
-    marked by MPI_Unpack into a scratch array."""
-    owner = np.full(nbytes, -1, np.int64)
-    mark = np.zeros(nbytes, np.uint8)
+    marked by MPI_Unpack into a scratch array over the bytes it spans, and counted; two bytes
+    of memory per byte of the buffer, whatever the number of peers."""
+    covered, mark = np.zeros(nbytes, np.uint8), np.empty(nbytes, np.uint8)
     for q, (count, start, datatype) in enumerate(zip(counts, starts, types)):
-        if not count:
+        low, high = _touched(count, start, datatype)
+        if not count or low == high:
             continue
-        mark[:] = 0
-        ones = np.ones(count * datatype.Get_size(), np.uint8)
-        if lib.pc_mpi_pack(mark.ctypes.data + start, count, datatype.handle,
-                           ones.ctypes.data, ones.nbytes, 1):
-            raise BufferSpecError(f"MPI_Unpack refused {count} x {datatypes.name(datatype)}")
-        hit = mark.view(bool)
-        clash = np.flatnonzero(hit & (owner >= 0))
-        if clash.size:
-            return int(owner[clash[0]]), q
-        owner[hit] = q
+        _mark(mark, low, high, count, start, datatype)
+        span = covered[low:high]
+        span += mark[low:high]
+        if (span > 1).any():
+            byte = low + int(np.argmax(span > 1))
+            return next(p for p in range(q) if _marks(mark, byte, counts[p], starts[p],
+                                                      types[p])), q
     return None
+
+
+def _mark(mark, low, high, count, start, datatype):
+    """mark[low:high] (the span of ``count`` x ``datatype`` at ``start``): 1 where its typemap
+    writes, else 0."""
+    mark[low:high] = 0
+    ones = np.ones(count * datatype.Get_size(), np.uint8)
+    if lib.pc_mpi_pack(mark.ctypes.data + start, count, datatype.handle, ones.ctypes.data,
+                       ones.nbytes, 1):
+        raise BufferSpecError(f"MPI_Unpack refused {count} x {datatypes.name(datatype)}")
+
+
+def _marks(mark, byte, count, start, datatype):
+    """Whether ``count`` x ``datatype`` at ``start`` writes ``byte`` (the error path only)."""
+    low, high = _touched(count, start, datatype)
+    if not count or not low <= byte < high:
+        return False
+    _mark(mark, low, high, count, start, datatype)
+    return bool(mark[byte])
 
 
 def _unpack(spec, name, w, what):
