@@ -124,19 +124,22 @@ def _side(spec, nprocs, name, receive, w, what, layouts):
         if isinstance(types, (MPI.Datatype, str)):
             types = [types] * nprocs
         types = _list(types, nprocs, f"{name} datatypes", what)
-        types = [_datatype(t, f"{name} datatypes[{q}]") for q, t in enumerate(types)]
+        labels = [f"{name} datatypes[{q}]" for q in range(nprocs)]
+        types = [_datatype(t, label) for t, label in zip(types, labels)]
     else:
         one = _implied(buf, name)[0] if types is None else _datatype(types, f"{name} datatype")
-        types = [one] * nprocs
+        types, labels = [one] * nprocs, [f"{name} datatype"] * nprocs
+    verdicts = [datatypes.verdict(t, label) for t, label in zip(types, labels)]   # committed
     # What a side's checks found is decided by the buffer's length, the counts and
     # displacements as given, and each datatype's serial (datatypes.py: a datatype freed and
     # another made under its handle has another). Calls repeat their specs; the checks
     # (strided receive types are marked byte by byte) cost more than a call.
     key = (view.nbytes, nprocs, w, receive, bottom, _hashable(counts), _hashable(displs),
-           tuple(datatypes.verdict(t, name).serial for t in types))
+           tuple(v.serial for v in verdicts))
     layout = layouts.get(key)
     if layout is None:
-        layout = _layout(view, nprocs, counts, displs, types, name, w, what, receive, bottom)
+        layout = _layout(view, nprocs, counts, displs, types, verdicts, name, w, what, receive,
+                         bottom)
         layouts.put(key, layout)
     counts_given = counts
     counts, starts, offset, length, contiguous, packed = layout
@@ -163,7 +166,7 @@ def _hashable(value):
         return value          # refused by _layout
 
 
-def _layout(view, nprocs, counts, displs, types, name, w, what, receive, bottom):
+def _layout(view, nprocs, counts, displs, types, verdicts, name, w, what, receive, bottom):
     """(counts, byte starts, offsets, lengths, contiguous, offsets packed) of a side, checked
     in full -- as
     mpi4py reads it: Alltoallv's counts None split the buffer (the first ranks one more where
@@ -206,8 +209,7 @@ def _layout(view, nprocs, counts, displs, types, name, w, what, receive, bottom)
         raise BufferSpecError(f"{what}: {name}'s blocks hold {sum(sizes)} bytes in all, "
                               f"more than an address space")
     length = np.array(sizes, np.uint64)
-    contiguous = not bottom and all(datatypes.verdict(t, name).contiguous
-                                    for c, t in zip(counts, types) if c)
+    contiguous = not bottom and all(v.contiguous for c, v in zip(counts, verdicts) if c)
     packed = np.concatenate(([0], np.cumsum(length)[:-1])).astype(np.uint64)
     if receive and not bottom:
         _check_overlap(view, counts, starts, types, contiguous, name, what)
@@ -329,5 +331,4 @@ def _datatype(value, what):
         return datatypes.from_code(value, what)
     if not isinstance(value, MPI.Datatype):
         raise BufferSpecError(f"{what}: expected an MPI.Datatype or typecode, got {value!r}")
-    datatypes.verdict(value, what)           # committed, not DATATYPE_NULL
     return value
