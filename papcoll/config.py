@@ -106,7 +106,8 @@ def timeout():
 
 
 def node_size():
-    """PAPCOLL_NODE_SIZE: emulate nodes of k consecutive ranks (None: real nodes)."""
+    """PAPCOLL_NODE_SIZE: emulate nodes of k consecutive MPI.COMM_WORLD ranks, in every
+    communicator of these processes (None: real nodes); see topology.py."""
     raw = _env("PAPCOLL_NODE_SIZE")
     return None if raw is None else _integer("PAPCOLL_NODE_SIZE", raw, 1, 2 ** 31 - 1)
 

@@ -1,8 +1,12 @@
 """Who shares a node with whom: nodes, local ranks, masters.
 
-Nodes come from ``comm.Split_type(MPI.COMM_TYPE_SHARED)``; ``PAPCOLL_NODE_SIZE=k`` instead groups
-consecutive ranks into emulated nodes of k (the last one may be smaller), so one machine can run
-the multi-node algorithms. The master of a node is its lowest rank (local rank 0).
+Nodes come from ``comm.Split_type(MPI.COMM_TYPE_SHARED)``; ``PAPCOLL_NODE_SIZE=k`` instead puts
+each process on emulated node ``MPI.COMM_WORLD`` rank // k (world ranks 0..k-1, k..2k-1, ...; the
+last one may be smaller), so one machine can run the multi-node algorithms. Like a real node, an
+emulated node belongs to the process, not to the communicator: a communicator of some of the
+processes (a row of a Cartesian grid, say) sees the world's nodes, which may hold non-consecutive
+ranks of it, as real nodes may. Nodes are numbered by their lowest rank in the communicator, their
+master (local rank 0).
 
 Discovery is collective and bounded (rendezvous.py): one meeting, then the one blocking MPI call
 it needs (``Split_type``), then a second meeting that carries what every rank found. No
@@ -51,7 +55,7 @@ FROM_ENV = "PAPCOLL_NODE_SIZE"
 
 def discover(comm, deadline, node_size=FROM_ENV):
     """Collective over ``comm``, bounded by ``deadline``: its Topology, with emulated nodes of
-    ``node_size`` ranks (None: real nodes; by default PAPCOLL_NODE_SIZE's)."""
+    ``node_size`` world ranks (None: real nodes; by default PAPCOLL_NODE_SIZE's)."""
     if node_size == FROM_ENV:
         node_size = config.node_size()
     rank, size = comm.Get_rank(), comm.Get_size()
@@ -61,9 +65,15 @@ def discover(comm, deadline, node_size=FROM_ENV):
         mates = _ranks_in(machine, comm)
     finally:
         machine.Free()
-    found = rendezvous.exchange(comm, "topology found", (mates, sorted(os.sched_getaffinity(0))),
-                                deadline)
-    leaders = [min(found[r][0]) if node_size is None else r // node_size for r in range(size)]
+    found = rendezvous.exchange(comm, "topology found", (mates, sorted(os.sched_getaffinity(0)),
+                                                         MPI.COMM_WORLD.Get_rank()), deadline)
+    if node_size is None:
+        leaders = [min(found[r][0]) for r in range(size)]
+    else:                   # the emulated node of world rank w is w // k, in every communicator
+        emulated = {}
+        for r in range(size):
+            emulated.setdefault(found[r][2] // node_size, []).append(r)
+        leaders = [min(emulated[found[r][2] // node_size]) for r in range(size)]
     node_ids = sorted(set(leaders))
     node_of = [node_ids.index(leader) for leader in leaders]
     nodes = [[r for r in range(size) if node_of[r] == n] for n in range(len(node_ids))]
