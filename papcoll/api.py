@@ -9,7 +9,7 @@ from .algorithms import AUTO, policy
 from .algorithms.registry import check
 from .buffers import parse_alltoall
 from .errors import AlgorithmError, CommunicatorError, CommunicatorStateError
-from .vbuffers import copy_own, parse_alltoallv
+from .vbuffers import parse_alltoallv
 
 _IN_USE = ("this papcoll.Communicator is in use by another thread: calls on one Communicator "
            "must not overlap (use one Communicator per thread)")
@@ -28,7 +28,7 @@ def _planned(ctx, site, sendbuf, recvbuf):
         raise
     if plan is None:
         return False
-    ctx.chosen = plan.algorithm.name
+    ctx.chosen = plan.chosen
     return True
 
 
@@ -197,10 +197,13 @@ class Communicator(MPI.Intracomm):
         if name == AUTO:
             name = policy.choose(ctx, recv.block)
         ctx.chosen = name
-        if ctx.size == 1:              # every algorithm is a copy here: only the name counts
+        if ctx.size == 1:       # every algorithm is a copy here, MPI's: only the name counts
             check(name)
-            if send is not None:
-                recv.data[:] = send.data
+            mpi = ctx.algorithm("mpi")     # nothing collective to set up
+            mpi.alltoall(send, recv)
+            plan = mpi.plan(sendbuf, recvbuf, recv)
+            if plan is not None:           # the next calls of this shape: MPI's, from C
+                ctx.cache.keep(("a", algorithm), plan, name)
             return
         ctx.algorithm_class(name)      # an unknown or impossible one: an error, nothing broken
         ctx.trace.begin(name, ctx.calls)
@@ -247,9 +250,12 @@ class Communicator(MPI.Intracomm):
                 raise AlgorithmError(f"{name} serves no Alltoallv or Alltoallw; these do: "
                                      f"{', '.join(policy.variable())} (or 'auto')")
             ctx.chosen = name
-            if ctx.size == 1:
-                send.pack()
-                copy_own(send, recv, 0)
+            if ctx.size == 1:           # MPI's own call is the copy, as in _full_path
+                mpi = ctx.algorithm("mpi")
+                mpi.alltoallv(send, recv, (w, sendbuf, recvbuf))
+                plan = mpi.planv(sendbuf, recvbuf, send, recv)
+                if plan is not None:
+                    ctx.cache.keep(("w" if w else "v", algorithm), plan, name)
                 return
             ctx.trace.begin(name, ctx.calls)
             token = config.adopt(ctx.settings)

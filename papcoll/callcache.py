@@ -54,8 +54,12 @@ class CallCache:
         self.misses += 1
         return None, 0
 
-    def keep(self, site, plan):
-        """``plan``, bound to the shape of a call of ``site`` the full path just checked."""
+    def keep(self, site, plan, chosen=None):
+        """``plan``, bound to the shape of a call of ``site`` the full path just checked;
+        ``chosen``: the algorithm its calls are said to be served by (``Communicator.chosen``),
+        if not the plan's own (a 1-process communicator's calls are all MPI's copy, whatever
+        they resolved to: api.py)."""
+        plan.chosen = chosen or plan.algorithm.name
         self._tick += 1
         plan.used = self._tick
         self._sites.setdefault(site, []).append(plan)

@@ -18,5 +18,5 @@ def test_alternating_shapes_hit_the_cache_and_match_mpi(run_mpi, nprocs, node_si
     assert len(found) == nprocs, res.stdout[-4000:]
     hits, misses = map(int, found[0])
     assert hits + misses == 300
-    if nprocs > 1:          # 18 shapes against 16 places: most calls hit, the rest are counted
-        assert hits > 150, (hits, misses)
+    # 18 shapes against 16 places: most calls hit, the rest are counted (N = 1 too: MPI's plans)
+    assert hits > 150, (hits, misses)

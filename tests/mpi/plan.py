@@ -68,99 +68,98 @@ def raises(error, text, fn):
 
 
 with papcoll.Communicator(world) as pc:
-    if size == 1:   # nothing to exchange: every call returns before choosing an algorithm
+    # At N = 1 too, where every plan is MPI's (the copy), named as resolved.
+    send, recv, want = data()
+    expect("full", lambda: pc.Alltoall(send, recv))          # leaves a plan
+    assert np.array_equal(recv, want)
+    plan = pc._context().cache.plans(("a", None))[0]
+    armed = plan.chosen
+    assert armed == pc.chosen == os.environ.get("PAPCOLL_ALGORITHM", "shm_pap"), armed
+    assert plan.algorithm.name == (armed if size > 1 else "mpi"), plan.algorithm.name
+    for _ in range(20):                                      # same shape, fresh buffers
         send, recv, want = data()
-        pc.Alltoall(send, recv)
-        assert np.array_equal(recv, want) and not len(pc._context().cache)
-    else:
-        send, recv, want = data()
-        expect("full", lambda: pc.Alltoall(send, recv))          # leaves a plan
+        expect("plan", lambda s=send, r=recv: pc.Alltoall(s, r))
         assert np.array_equal(recv, want)
-        armed = pc._context().cache.plans(("a", None))[0].algorithm.name
-        assert armed == os.environ.get("PAPCOLL_ALGORITHM", "shm_pap"), armed
-        for _ in range(20):                                      # same shape, fresh buffers
-            send, recv, want = data()
-            expect("plan", lambda s=send, r=recv: pc.Alltoall(s, r))
-            assert np.array_equal(recv, want)
-        send, recv, want = data()                                # explicit name: its own plan
-        expect("full", lambda: pc.Alltoall(send, recv, algorithm=armed))
-        send, recv, want = data()
-        expect("plan", lambda: pc.Alltoall(send, recv, algorithm=armed))
-        assert np.array_equal(recv, want)
+    send, recv, want = data()                                # explicit name: its own plan
+    expect("full", lambda: pc.Alltoall(send, recv, algorithm=armed))
+    send, recv, want = data()
+    expect("plan", lambda: pc.Alltoall(send, recv, algorithm=armed))
+    assert np.array_equal(recv, want)
 
-        send, recv, want = data(np.int32)                        # another format: full, re-binds
-        expect("full", lambda: pc.Alltoall(send, recv))
-        assert np.array_equal(recv.view(np.uint8), want)
-        send, recv, want = data(np.int32)                        # bytes to int32: 'B' != 'i'
-        raises(papcoll.BufferSpecError, "does not match",
-               lambda: pc.Alltoall(bytearray(send.tobytes()), recv))
-        send, recv, want = data(np.int32)
-        expect("plan", lambda: pc.Alltoall(send, recv))
-        assert np.array_equal(recv.view(np.uint8), want)
+    send, recv, want = data(np.int32)                        # another format: full, re-binds
+    expect("full", lambda: pc.Alltoall(send, recv))
+    assert np.array_equal(recv.view(np.uint8), want)
+    send, recv, want = data(np.int32)                        # bytes to int32: 'B' != 'i'
+    raises(papcoll.BufferSpecError, "does not match",
+           lambda: pc.Alltoall(bytearray(send.tobytes()), recv))
+    send, recv, want = data(np.int32)
+    expect("plan", lambda: pc.Alltoall(send, recv))
+    assert np.array_equal(recv.view(np.uint8), want)
 
-        send, recv, want = data(np.int32)                        # 2-D, Fortran order: full
-        s2, r2 = (np.asfortranarray(a.reshape(size, -1).T) for a in (send, recv))
-        expect("full", lambda: pc.Alltoall(s2, r2))
-        assert np.array_equal(np.ascontiguousarray(r2.T).view(np.uint8).ravel(), want)
+    send, recv, want = data(np.int32)                        # 2-D, Fortran order: full
+    s2, r2 = (np.asfortranarray(a.reshape(size, -1).T) for a in (send, recv))
+    # (At N = 1 that is an (n, 1) array, C-contiguous too: the plan's.)
+    expect("full" if size > 1 else "plan", lambda: pc.Alltoall(s2, r2))
+    assert np.array_equal(np.ascontiguousarray(r2.T).view(np.uint8).ravel(), want)
 
-        send, recv, want = data(np.int32)                        # the full path's errors
-        recv.flags.writeable = False
-        raises(papcoll.BufferSpecError, "read-only", lambda: pc.Alltoall(send, recv))
-        both = np.zeros(2 * size * NBYTES // 4, np.int32)
-        raises(papcoll.BufferSpecError, "overlap",
-               lambda: pc.Alltoall(both[:size * NBYTES // 4], both[1:size * NBYTES // 4 + 1]))
-        raises(papcoll.BufferSpecError, "does not match",
-               lambda: pc.Alltoall(send.view(np.float32), recv.copy()))
+    send, recv, want = data(np.int32)                        # the full path's errors
+    recv.flags.writeable = False
+    raises(papcoll.BufferSpecError, "read-only", lambda: pc.Alltoall(send, recv))
+    both = np.zeros(2 * size * NBYTES // 4, np.int32)
+    raises(papcoll.BufferSpecError, "overlap",
+           lambda: pc.Alltoall(both[:size * NBYTES // 4], both[1:size * NBYTES // 4 + 1]))
+    raises(papcoll.BufferSpecError, "does not match",
+           lambda: pc.Alltoall(send.view(np.float32), recv.copy()))
 
-        send, recv, want = data(np.int32)                        # IN_PLACE: the same shape
-        recv[:] = send
-        expect("plan", lambda: pc.Alltoall(MPI.IN_PLACE, recv))
-        assert np.array_equal(recv.view(np.uint8), want)
-        send, recv, want = data(np.float64)                      # a plan bound IN_PLACE...
-        recv[:] = send
-        expect("full", lambda: pc.Alltoall(MPI.IN_PLACE, recv))
-        assert np.array_equal(recv.view(np.uint8), want)
-        send, recv, want = data(np.float64)                      # ...serves send/recv calls
-        expect("plan", lambda: pc.Alltoall(send, recv))
-        assert np.array_equal(recv.view(np.uint8), want)
-        raises(papcoll.BufferSpecError, "only valid as sendbuf",
-               lambda: pc.Alltoall(send, MPI.IN_PLACE))
-        send, recv, want = data(np.float64)                      # [buf, datatype]: own plan
-        expect("full", lambda: pc.Alltoall([send, MPI.DOUBLE], [recv, MPI.DOUBLE]))
-        assert np.array_equal(recv.view(np.uint8), want)
-        send, recv, want = data(np.uint8)                        # the datatype says what the
-        expect("plan", lambda: pc.Alltoall((send, MPI.DOUBLE), [recv, MPI.DOUBLE]))   # bytes are
-        assert np.array_equal(recv, want)
-        send, recv, want = data(np.float64)
-        recv[:] = send
-        expect("plan", lambda: pc.Alltoall(MPI.IN_PLACE, [recv, MPI.DOUBLE]))
-        assert np.array_equal(recv.view(np.uint8), want)
-        send, recv, want = data(np.float64)                      # another datatype, or none
-        expect("full", lambda: pc.Alltoall([send, MPI.INT64_T], [recv, MPI.INT64_T]))
-        assert np.array_equal(recv.view(np.uint8), want)
-        send, recv, want = data(np.float64)
-        raises(papcoll.BufferSpecError, "does not match",
-               lambda: pc.Alltoall([send, MPI.INT64_T], [recv, MPI.DOUBLE]))
-        expect("full", lambda: pc.Alltoall([send, MPI.INT64_T], recv.view(np.int64)))
-        assert np.array_equal(recv.view(np.uint8), want)
-        send, recv, want = data(np.float64)                      # counts: the full path
-        expect("full", lambda: pc.Alltoall([send, NBYTES // 8, MPI.DOUBLE],
-                                           [recv, NBYTES // 8, MPI.DOUBLE]))
-        assert np.array_equal(recv.view(np.uint8), want)
+    send, recv, want = data(np.int32)                        # IN_PLACE: the same shape
+    recv[:] = send
+    expect("plan", lambda: pc.Alltoall(MPI.IN_PLACE, recv))
+    assert np.array_equal(recv.view(np.uint8), want)
+    send, recv, want = data(np.float64)                      # a plan bound IN_PLACE...
+    recv[:] = send
+    expect("full", lambda: pc.Alltoall(MPI.IN_PLACE, recv))
+    assert np.array_equal(recv.view(np.uint8), want)
+    send, recv, want = data(np.float64)                      # ...serves send/recv calls
+    expect("plan", lambda: pc.Alltoall(send, recv))
+    assert np.array_equal(recv.view(np.uint8), want)
+    raises(papcoll.BufferSpecError, "only valid as sendbuf",
+           lambda: pc.Alltoall(send, MPI.IN_PLACE))
+    send, recv, want = data(np.float64)                      # [buf, datatype]: own plan
+    expect("full", lambda: pc.Alltoall([send, MPI.DOUBLE], [recv, MPI.DOUBLE]))
+    assert np.array_equal(recv.view(np.uint8), want)
+    send, recv, want = data(np.uint8)                        # the datatype says what the
+    expect("plan", lambda: pc.Alltoall((send, MPI.DOUBLE), [recv, MPI.DOUBLE]))   # bytes are
+    assert np.array_equal(recv, want)
+    send, recv, want = data(np.float64)
+    recv[:] = send
+    expect("plan", lambda: pc.Alltoall(MPI.IN_PLACE, [recv, MPI.DOUBLE]))
+    assert np.array_equal(recv.view(np.uint8), want)
+    send, recv, want = data(np.float64)                      # another datatype, or none
+    expect("full", lambda: pc.Alltoall([send, MPI.INT64_T], [recv, MPI.INT64_T]))
+    assert np.array_equal(recv.view(np.uint8), want)
+    send, recv, want = data(np.float64)
+    raises(papcoll.BufferSpecError, "does not match",
+           lambda: pc.Alltoall([send, MPI.INT64_T], [recv, MPI.DOUBLE]))
+    expect("full", lambda: pc.Alltoall([send, MPI.INT64_T], recv.view(np.int64)))
+    assert np.array_equal(recv.view(np.uint8), want)
+    send, recv, want = data(np.float64)                      # counts: the full path
+    expect("full", lambda: pc.Alltoall([send, NBYTES // 8, MPI.DOUBLE],
+                                       [recv, NBYTES // 8, MPI.DOUBLE]))
+    assert np.array_equal(recv.view(np.uint8), want)
 
-        if os.environ.get("PAPCOLL_ALGORITHM") == "pap_direct" and size > 1:
-            # Planned calls between zero-copy ones (PAPCOLL_COPY_THRESHOLD=64): a peer one call
-            # ahead has advertised for its next, zero-copy call -- no disagreement.
-            rng = np.random.default_rng(calls)
-            for i in range(40):
-                nbytes = 8 if i % 3 else 128
-                send = pattern.send_bytes(rank, size, i, nbytes)
-                want, recv = np.empty_like(send), np.zeros_like(send)
-                world.Alltoall(send, want)
-                if rng.integers(size) == rank:
-                    time.sleep(float(rng.uniform(0, 2e-3)))
-                pc.Alltoall(send, recv)
-                assert np.array_equal(recv, want), f"rank {rank}: call {i} of {nbytes} bytes"
+    if os.environ.get("PAPCOLL_ALGORITHM") == "pap_direct" and size > 1:
+        # Planned calls between zero-copy ones (PAPCOLL_COPY_THRESHOLD=64): a peer one call
+        # ahead has advertised for its next, zero-copy call -- no disagreement.
+        rng = np.random.default_rng(calls)
+        for i in range(40):
+            nbytes = 8 if i % 3 else 128
+            send = pattern.send_bytes(rank, size, i, nbytes)
+            want, recv = np.empty_like(send), np.zeros_like(send)
+            world.Alltoall(send, want)
+            if rng.integers(size) == rank:
+                time.sleep(float(rng.uniform(0, 2e-3)))
+            pc.Alltoall(send, recv)
+            assert np.array_equal(recv, want), f"rank {rank}: call {i} of {nbytes} bytes"
 
 world.Barrier()
 if rank == 0:
