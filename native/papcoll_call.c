@@ -286,7 +286,7 @@ static PyObject *bind(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 
 /* resume(plan, timeout_ns) -> the call the plan left, run on for at most timeout_ns with the
  * GIL released: pc_hier_run's rc for a hierarchical plan's, pc_xcall_run's for the engine's
- * (PC_PLAN_ENGINE, PC_PLAN_VAR: its last call). */
+ * (PC_PLAN_ENGINE, PC_PLAN_VAR: its last call, whose end unpacks a staged receive side). */
 static PyObject *resume(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)module;
@@ -307,7 +307,9 @@ static PyObject *resume(PyObject *module, PyObject *const *args, Py_ssize_t narg
     Py_BEGIN_ALLOW_THREADS
     rc = engine ? pc_xcall_run(p->calls[*p->epoch % 2], timeout_ns) : pc_hier_run(p, timeout_ns);
     Py_END_ALLOW_THREADS
-    return PyLong_FromLong(rc);
+    if (p->kind == PC_PLAN_VAR)
+        rc = pc_var_end(p, rc);
+    return PyErr_Occurred() ? NULL : PyLong_FromLong(rc);
 }
 
 /* set_in_place(obj): the object that stands for MPI_IN_PLACE as sendbuf. */

@@ -15,6 +15,10 @@ const char *pc_format_of(const Py_buffer *b);
 /* Release a call's held buffers (s is r's alias when in_place). */
 void pc_release(Py_buffer *s, Py_buffer *r, int in_place);
 
+/* The end of a PC_PLAN_VAR call (papcoll_callv.c) whose engine returned rc: rc, or 0 with a
+ * Python error when its staged receive side could not be unpacked. */
+int pc_var_end(struct pc_plan *p, int rc);
+
 PyObject *pc_alltoallv(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *pc_bindv(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 

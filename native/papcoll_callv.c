@@ -110,22 +110,59 @@ static int vhold(const struct pc_plan *p, PyObject *sendbuf, PyObject *recvbuf, 
     return 0;
 }
 
-/* pap_direct's Alltoallv: the engine's PC_VAR call; 1 done, or the engine's rc for the call
- * it left in calls[epoch % 2] (as run_engine). */
-static int run_var(const struct pc_plan *p, const char *send, char *recv)
+/* Pack a staged side's blocks from the user's buffer user into its staging, or (unpack)
+ * back: 0, or MPI's error code, set as the Python error. */
+static int staged(const struct pc_vshape *sh, char *user, int64_t n, int unpack)
 {
+    for (int64_t q = 0; q < n; q++) {
+        if (!sh->move_count[q])
+            continue;
+        int rc = pc_mpi_pack(user + (sh->move_at[q] - sh->bound), sh->move_count[q],
+                             sh->move_type[q], sh->staging + sh->move_off[q],
+                             (int)sh->move_len[q], unpack);
+        if (rc) {
+            PyErr_Format(PyExc_RuntimeError, "%s of the block of rank %lld failed: MPI error %d",
+                         unpack ? "MPI_Unpack" : "MPI_Pack", (long long)q, rc);
+            return rc;
+        }
+    }
+    return 0;
+}
+
+/* The end of a PC_PLAN_VAR call whose engine returned rc: a staged receive side is unpacked
+ * into the call's buffer once every block has landed. */
+int pc_var_end(struct pc_plan *p, int rc)
+{
+    if (rc == 1 && p->unpack_to != NULL) {
+        char *recv = p->unpack_to;
+        p->unpack_to = NULL;
+        if (staged(&p->vshape[1], recv, p->n, 1))
+            return 0;
+    }
+    return rc;
+}
+
+/* pap_direct's Alltoallv/w: the engine's PC_VAR call over the user's buffers or a staged
+ * side's staging; 1 done, 0 with a Python error (MPI_Pack's), or the engine's rc for the call
+ * it left in calls[epoch % 2] (as run_engine; resume() ends it). */
+static int run_var(struct pc_plan *p, char *send, char *recv)
+{
+    const struct pc_vshape *s = &p->vshape[0], *r = &p->vshape[1];
+    if (s->staging != NULL && staged(s, send, p->n, 0))
+        return 0;
     uint64_t epoch = ++*p->epoch;
     struct pc_xcall *c = p->calls[epoch % 2];
     size_t me = c->x->me;
     pc_xcall_start(c, epoch, ++*p->adverts, p->sig, c->code, -1);
-    c->src = send;
-    c->out = recv;
-    memcpy(recv + c->out_off[me], send + c->src_off[me], c->len[me]);
+    c->src = s->staging != NULL ? s->staging : send;
+    c->out = r->staging != NULL ? r->staging : recv;
+    p->unpack_to = r->staging != NULL ? recv : NULL;
+    memcpy(c->out + c->out_off[me], c->src + c->src_off[me], c->len[me]);
     int rc;
     Py_BEGIN_ALLOW_THREADS
     rc = pc_xcall_run(c, p->slice_ns);
     Py_END_ALLOW_THREADS
-    return rc;
+    return pc_var_end(p, rc);
 }
 
 /* alltoallv(plan, sendbuf, recvbuf): as alltoall(), for an Alltoallv plan. */
@@ -182,6 +219,7 @@ PyObject *pc_bindv(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         const char *format = pc_format_of(&b);
         sh->nbytes = b.len;
         sh->itemsize = b.itemsize;
+        sh->bound = (intptr_t)b.buf;
         snprintf(sh->format, sizeof sh->format, "%s", strlen(format) < sizeof sh->format
                                                          ? format : "?long format");
         PyBuffer_Release(&b);

@@ -36,6 +36,18 @@ struct pc_vshape {
     intptr_t mpi_type;
     void *const *datatypes;
     const intptr_t *mpi_types;
+    /* A staged side of a PC_PLAN_VAR plan (an Alltoallw's blocks that are not contiguous
+     * bytes): the engine moves staging, packed (send) before the call or unpacked (receive)
+     * after it by MPI_Pack / MPI_Unpack with the user's datatypes, as vbuffers.Blocks does:
+     * peer q's move_count[q] items of MPI type move_type[q] at move_at[q] - bound of the
+     * call's buffer (move_at: addresses in the buffer of the call bindv saw, at bound),
+     * move_len[q] bytes at move_off[q] of staging. NULL: the engine moves the user's buffer
+     * itself. */
+    char *staging;
+    intptr_t bound;
+    const int64_t *move_at, *move_off, *move_len;
+    const int *move_count;
+    const intptr_t *move_type;
 };
 
 /* One round of a hierarchical call (papcoll/algorithms/shm_direct.py says why it is correct),
@@ -112,6 +124,9 @@ struct pc_plan {
     /* PC_PLAN_MPIV, PC_PLAN_VAR: the send side's shape and the receive side's (comm: as
      * PC_PLAN_MPI's) */
     struct pc_vshape vshape[2];
+    /* PC_PLAN_VAR with a staged receive side: the receive buffer of the call in progress,
+     * which its end unpacks into */
+    char *unpack_to;
 };
 
 #endif

@@ -67,7 +67,7 @@ class MpiAlltoall(Algorithm):
                 != isinstance(recv.shape[3], list)):
             return None
         try:
-            plan = Plan.alltoallv(self, (send.shape, recv.shape), comm=self.ctx.comm)
+            plan = Plan.alltoallv(self, (send, recv), comm=self.ctx.comm)
         except OverflowError:         # counts or displacements beyond MPI's ints
             return None
         return plan if plan.bindv(sendbuf, recvbuf) else None

@@ -220,17 +220,16 @@ class Exchange:
         return Plan.engine(algorithm, calls, self.counter, self.advert_counter, slice)
 
     def plan_var(self, algorithm, send, recv, slot, sig):
-        """A plan of ``algorithm``'s for Alltoallv calls of this shape whose blocks all go
-        through the inbox, or None."""
-        if (send.shape is None or recv.shape is None or send.moves is not None
-                or recv.moves is not None or isinstance(send.shape[3], list)
+        """A plan of ``algorithm``'s for Alltoallv/w calls of this shape whose blocks all
+        go through the inbox (a staged side's packed by MPI in the plan's call), or None."""
+        if (send.shape is None or recv.shape is None
                 or max(send.length.max(initial=0), recv.length.max(initial=0)) > slot
-                or send.data.nbytes > self.transport.inline):
-            return None             # staged data (packed by Python) or an Alltoallw
+                or int(send.length.sum()) > self.transport.inline):
+            return None
         calls = [self.prepare_var(send, recv, slot, bank) for bank in (0, 1)]
         for call in calls:
             call.s.code, call.s.lkey = signature.code_of(sig), 0
-        return Plan.alltoallv(algorithm, (send.shape, recv.shape), calls=calls,
+        return Plan.alltoallv(algorithm, (send, recv), calls=calls,
                               counter=self.counter, adverts=self.advert_counter,
                               slice=CHECK_EVERY)
 

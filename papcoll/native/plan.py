@@ -31,7 +31,10 @@ class VShape(c.Structure):           # struct pc_vshape
     _fields_ = [("nbytes", c.c_int64), ("itemsize", c.c_int64), ("format", c.c_char * 16),
                 ("datatype", c.c_void_p), ("displs_given", c.c_int), ("counts", c.c_void_p),
                 ("displs", c.c_void_p), ("icounts", c.c_void_p), ("idispls", c.c_void_p),
-                ("mpi_type", c.c_ssize_t), ("datatypes", c.c_void_p), ("mpi_types", c.c_void_p)]
+                ("mpi_type", c.c_ssize_t), ("datatypes", c.c_void_p), ("mpi_types", c.c_void_p),
+                ("staging", c.c_void_p), ("bound", c.c_ssize_t), ("move_at", c.c_void_p),
+                ("move_off", c.c_void_p), ("move_len", c.c_void_p), ("move_count", c.c_void_p),
+                ("move_type", c.c_void_p)]
 
 
 class PlanStruct(c.Structure):        # struct pc_plan
@@ -43,7 +46,8 @@ class PlanStruct(c.Structure):        # struct pc_plan
                 ("adverts", c.c_void_p), ("spare", c.c_void_p), ("comm", c.c_ssize_t),
                 ("round", c.c_void_p), ("xepoch", c.c_void_p),
                 ("rounds", c.POINTER(HierStruct) * 4), ("scatter_start", c.c_size_t),
-                ("current", c.c_void_p), ("phase", c.c_int), ("vshape", VShape * 2)]
+                ("current", c.c_void_p), ("phase", c.c_int), ("vshape", VShape * 2),
+                ("unpack_to", c.c_void_p)]
 
 
 class Plan:
@@ -99,14 +103,16 @@ class Plan:
         return plan
 
     @classmethod
-    def alltoallv(cls, algorithm, shapes, comm=None, calls=None, counter=None, adverts=None,
+    def alltoallv(cls, algorithm, sides, comm=None, calls=None, counter=None, adverts=None,
                   slice=0.0):
         """An Alltoallv plan: MPI_Alltoallv on ``comm``, or (``calls``: the prepared PC_VAR
         call of each bank, counting in ``counter`` and ``adverts`` as :meth:`engine`'s) the
-        engine's. ``shapes``: each side's (counts, displs as the spec gave them or None,
-        datatype object named or None, MPI datatype), from the full path's check -- or, an
-        Alltoallw's (MPI_Alltoallw on ``comm``), lists of the datatype objects named and of
-        the MPI datatypes, one per process."""
+        engine's, over the staging of a side that has one. ``sides``: the send and receive
+        vbuffers.Blocks of the full path's check; their ``shape`` is (counts, displs as the
+        spec gave them or None, datatype object named or None, MPI datatype) -- or, an
+        Alltoallw's, lists of the datatype objects named and of the MPI datatypes, one per
+        process."""
+        shapes = [side.shape for side in sides]
         w = isinstance(shapes[0][3], list)
         if calls is None:
             plan = cls(algorithm, MPIW if w else MPIV, comm.Get_size(), comm=comm.handle)
@@ -133,8 +139,26 @@ class Plan:
             else:
                 side.mpi_type = mpi_type.handle
                 side.datatype = None if datatype is None else id(datatype)
+        if calls is not None:
+            for side, blocks in zip(plan.s.vshape, sides):
+                plan.stage(side, blocks)
         plan.run = functools.partial(_native.alltoallv, plan.address)
         return plan
+
+    def stage(self, side, blocks):
+        """The moves of a staged side (``blocks.moves``: its datatype, address in the
+        buffer of the call being bound and count, per process) and the staging the engine
+        moves instead, the plan's own."""
+        if blocks.moves is None:
+            return
+        types, where, counts = zip(*blocks.moves)
+        arrays = [np.array(where, np.int64), np.array(blocks.offset, np.int64),
+                  np.array(blocks.length, np.int64), np.array(counts, np.intc),
+                  np.array([t.handle for t in types], np.uint64).view(np.intp),
+                  np.empty(int(blocks.length.sum()), np.uint8)]
+        self.kept += [*arrays, types]
+        (side.move_at, side.move_off, side.move_len, side.move_count, side.move_type,
+         side.staging) = map(address, arrays)
 
     def bindv(self, sendbuf, recvbuf, sig=0):
         """Arm an Alltoallv plan for calls of the shape of this fully checked one."""

@@ -12,6 +12,7 @@ uncommitted: a datatype not committed is a BufferSpecError on every rank before 
     its old handle); a correct call follows on the same Communicator. Prints UNCOMMITTED ok.
 """
 import sys
+import time
 
 import numpy as np
 from mpi4py import MPI
@@ -62,6 +63,12 @@ def permuted_calls(pc, swapped, label):
         what = f"{label} {side}"
         compare(lambda: pc.Alltoallw(sw, rw, algorithm=algorithm),
                 lambda: world.Alltoallw(sw, ew), out, expected, f"Alltoallw {what}")
+        hits = pc._ctx.cache.hits
+        for late in (0, 0.05):    # the plan's calls (packing, unpacking): one on time, one
+            compare(lambda: (rank == 0 and time.sleep(late),     # whose wait outlasts the
+                             pc.Alltoallw(sw, rw, algorithm=algorithm)),   # slice in C
+                    lambda: world.Alltoallw(sw, ew), out, expected, f"planned Alltoallw {what}")
+        assert pc._ctx.cache.hits == hits + 2, (what, hits, pc._ctx.cache.hits)
         compare(lambda: pc.Ialltoallw(sw, rw, algorithm=algorithm).Wait(),
                 lambda: world.Alltoallw(sw, ew), out, expected, f"Ialltoallw {what}")
         request = pc.Alltoallw_init(sw, rw, algorithm=algorithm)
