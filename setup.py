@@ -25,8 +25,21 @@ def mpi_flags():
                  "install an MPI first (scripts/setup does) or set PAPCOLL_MPICC")
     show = shlex.split(subprocess.run([mpicc, "-show"], check=True, capture_output=True,
                                       text=True).stdout)[1:]      # [0] is the C compiler
+    dirs = [a[2:] for a in show if a.startswith("-L")]
     return ([a for a in show if a.startswith(("-I", "-D", "-pthread"))],
-            [a for a in show if not a.startswith(("-I", "-D"))])
+            [pinned(a, dirs) for a in show if not a.startswith(("-I", "-D"))])
+
+
+def pinned(arg, dirs):
+    """``arg``, an -lNAME that mpicc's own -L folders hold as libNAME.so, given by that
+    file's path: Python's link line (LDSHARED) may name a system folder first, which can hold
+    another MPI's libNAME.so (a Debian Open MPI beside a wheel's MPICH was linked so)."""
+    if arg.startswith("-l"):
+        for folder in dirs:
+            path = os.path.join(folder, f"lib{arg[2:]}.so")
+            if os.path.exists(path):
+                return path
+    return arg
 
 
 compile_args, link_args = mpi_flags()

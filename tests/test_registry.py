@@ -83,10 +83,20 @@ def test_the_hierarchical_row_serves_the_shape_it_won_on(monkeypatch, transport,
 
 @pytest.mark.parametrize("call,nodes,chosen", [
     ("alltoallw", [1, 1, 1, 1], "pap_direct"), ("alltoallw", [2, 2], "pap_direct"),
-    ("alltoallw", [4], "mpi"), ("alltoallv", [1, 1, 1, 1], "mpi"), ("alltoallv", [4], "mpi")])
+    ("alltoallw", [4], "mpi"), ("alltoallv", [1, 1, 1, 1], "mpi"), ("alltoallv", [4], "mpi"),
+    ("alltoall", [2, 2], "mpi")])
 def test_alltoallv_and_alltoallw_rows_serve_their_call_alone(call, nodes, chosen):
     ctx = fake_ctx(nodes, True)
-    assert policy.choose(ctx, None, call) == chosen
+    ctx.table = policy.load('{"rows": [{"topology": "multi-node", "call": "alltoallw", '
+                            '"algorithm": "pap_direct", "measured": "a test"}, {"topology": '
+                            '"any", "algorithm": "mpi", "measured": "a test"}]}', "a test table")
+    assert policy.choose(ctx, None if call != "alltoall" else 8, call) == chosen
+
+
+@pytest.mark.parametrize("call", ["alltoallv", "alltoallw"])
+@pytest.mark.parametrize("nodes", [[1, 1, 1, 1], [2, 2], [4]])
+def test_the_shipped_table_serves_alltoallv_and_alltoallw_by_mpi(call, nodes):
+    assert policy.choose(fake_ctx(nodes, True), None, call) == "mpi"
 
 
 @pytest.mark.parametrize("rows,where", [
