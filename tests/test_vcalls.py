@@ -1,5 +1,7 @@
 """Alltoallv and Alltoallw (papcoll.Communicator), against MPI's own on the same inputs
 (tests/mpi/vcalls.py says what each mode checks)."""
+import re
+
 import pytest
 
 SLOT = {"PAPCOLL_COPY_THRESHOLD": "4096"}    # blocks on both sides of pap_direct's slot
@@ -50,4 +52,15 @@ def test_counts_that_disagree_raise_a_mismatch_naming_both(run_mpi, threshold, s
                   timeout=120)
     assert res.returncode == 0, res.stdout[-4000:]
     assert seen in res.stdout, res.stdout[-4000:]
+    assert res.stdout.count("MISMATCH") == 3, res.stdout[-4000:]
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("mode", ["cached-v", "cached-w"])
+def test_a_disagreement_between_cached_shapes_is_a_mismatch_naming_both(run_mpi, mode):
+    res = run_mpi(3, "vcalls.py", mode, "pap_direct",
+                  env={"PAPCOLL_COPY_THRESHOLD": "4096", "PAPCOLL_TIMEOUT": "10"}, timeout=120)
+    assert res.returncode == 0, res.stdout[-4000:]
+    assert "MISMATCH 0 [1] hit=True" in res.stdout, res.stdout[-4000:]   # by the receiver
+    assert re.search(r"MISMATCH 1 \S+ hit=True", res.stdout), res.stdout[-4000:]
     assert res.stdout.count("MISMATCH") == 3, res.stdout[-4000:]

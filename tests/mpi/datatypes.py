@@ -101,6 +101,14 @@ def run_permuted():
         pc.Alltoallw(w_specs(send, plain, PAIRS), w_specs(out, plain, PAIRS), algorithm=algorithm)
         assert np.array_equal(out, np.concatenate([values(q, rank, 2 * PAIRS)
                                                    for q in range(size)])), out
+        # The same counts and displacements with a live permuted type of the same extents:
+        # the plan made for the contiguous one must decline it.
+        other = MPI.INT.Create_indexed([1, 1], [1, 0]).Commit()
+        hits, expected = pc._ctx.cache.hits, np.empty_like(out)
+        world.Alltoallw(w_specs(send, other, PAIRS), w_specs(expected, plain, PAIRS))
+        pc.Alltoallw(w_specs(send, other, PAIRS), w_specs(out, plain, PAIRS), algorithm=algorithm)
+        assert np.array_equal(out, expected) and pc._ctx.cache.hits == hits, (out, expected)
+        other.Free()
         handle = plain.handle
         plain.Free()
         swapped = MPI.INT.Create_indexed([1, 1], [1, 0]).Commit()

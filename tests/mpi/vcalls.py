@@ -11,6 +11,9 @@ bad: specs refused with a BufferSpecError naming the value, before any data move
     call follows on the same Communicator). Prints BAD ok.
 mismatch: rank 1 sends rank 0 one byte more than rank 0 expects: MismatchError on rank 0 naming
     ranks 1 and 0; every rank ends its call in bounded time. Prints MISMATCH <rank> <ranks>.
+cached-v, cached-w: the same disagreement between two shapes every rank has called (so each
+    rank's call is served by its plan: a hit on every side), through Alltoallv or Alltoallw.
+    Prints MISMATCH <rank> <ranks> <whether the call hit the cache>.
 """
 import random
 import sys
@@ -281,5 +284,39 @@ def run_mismatch():
     print(f"MISMATCH {rank} {outcome}", flush=True)
 
 
+def run_cached_mismatch(w):
+    pc = papcoll.Communicator(world)
+    send, recv = np.zeros(5 * size, np.uint8), np.zeros(5 * size, np.uint8)
+    displs = [5 * q for q in range(size)]
+
+    def call(one_more):            # one_more: rank 1 sends rank 0 five bytes, not four
+        sends, recvs = [4] * size, [4] * size
+        if one_more and rank == 1:
+            sends[0] = 5
+        if one_more and rank == 0:
+            recvs[1] = 5
+        if w:
+            pc.Alltoallw([send, (sends, displs), [MPI.BYTE] * size],
+                         [recv, (recvs, displs), [MPI.BYTE] * size], algorithm=algorithm)
+        else:
+            pc.Alltoallv([send, (sends, displs)], [recv, (recvs, displs)], algorithm=algorithm)
+
+    call(False)
+    call(True)                   # both shapes agreed once: each rank keeps a plan of each
+    hits = pc._ctx.cache.hits
+    start = time.monotonic()
+    try:
+        call(rank == 1)          # rank 1 repeats the longer one, the others the shorter
+        outcome = "none"
+    except MismatchError as err:
+        assert "rank 1 sends 5 bytes to rank 0, which expects 4" in str(err), str(err)
+        outcome = f"{err.ranks}"
+    except PapcollError as err:
+        outcome = type(err).__name__
+    assert time.monotonic() - start < 40
+    print(f"MISMATCH {rank} {outcome} hit={pc._ctx.cache.hits == hits + 1}", flush=True)
+
+
 {"v": lambda: run_v(int(sys.argv[3]) if len(sys.argv) > 3 else 60), "w": run_w,
- "bad": run_bad, "mismatch": run_mismatch}[mode]()
+ "bad": run_bad, "mismatch": run_mismatch, "cached-v": lambda: run_cached_mismatch(False),
+ "cached-w": lambda: run_cached_mismatch(True)}[mode]()
