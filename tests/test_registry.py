@@ -93,10 +93,13 @@ def test_alltoallv_and_alltoallw_rows_serve_their_call_alone(call, nodes, chosen
     assert policy.choose(ctx, None if call != "alltoall" else 8, call) == chosen
 
 
-@pytest.mark.parametrize("call", ["alltoallv", "alltoallw"])
-@pytest.mark.parametrize("nodes", [[1, 1, 1, 1], [2, 2], [4]])
-def test_the_shipped_table_serves_alltoallv_and_alltoallw_by_mpi(call, nodes):
-    assert policy.choose(fake_ctx(nodes, True), None, call) == "mpi"
+@pytest.mark.parametrize("call,nodes,crowded,chosen", [
+    ("alltoallw", [2, 2], False, "mpi"), ("alltoallw", [1, 1, 1, 1], False, "mpi"),
+    ("alltoallw", [2, 2], True, "pap_direct"), ("alltoallw", [4], True, "mpi"),
+    ("alltoallv", [2, 2], True, "mpi"), ("alltoallv", [2, 2], False, "mpi")])
+def test_the_shipped_table_gives_alltoallw_to_pap_direct_only_on_crowded_nodes(
+        call, nodes, crowded, chosen):
+    assert policy.choose(fake_ctx(nodes, crowded), None, call) == chosen
 
 
 @pytest.mark.parametrize("rows,where", [
