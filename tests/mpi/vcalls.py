@@ -270,10 +270,18 @@ def run_mismatch():
         send_counts[0] = 5
     send = np.zeros(4 * size + 1, np.uint8)
     recv = np.zeros(4 * size, np.uint8)
+    outcome = disagreement(lambda: pc.Alltoallv(
+        [send, (send_counts, [4 * q for q in range(size)])],
+        [recv, (counts, [4 * q for q in range(size)])], algorithm=algorithm))
+    print(f"MISMATCH {rank} {outcome}", flush=True)
+
+
+def disagreement(call):
+    """What ``call`` (rank 1 sends rank 0 5 bytes where it expects 4) ended in, in bounded
+    time: "none", the ranks of the MismatchError, or another papcoll error's name."""
     start = time.monotonic()
     try:
-        pc.Alltoallv([send, (send_counts, [4 * q for q in range(size)])],
-                     [recv, (counts, [4 * q for q in range(size)])], algorithm=algorithm)
+        call()
         outcome = "none"
     except MismatchError as err:
         assert "rank 1 sends 5 bytes to rank 0, which expects 4" in str(err), str(err)
@@ -281,7 +289,7 @@ def run_mismatch():
     except PapcollError as err:
         outcome = type(err).__name__
     assert time.monotonic() - start < 40
-    print(f"MISMATCH {rank} {outcome}", flush=True)
+    return outcome
 
 
 def run_cached_mismatch(w):
@@ -304,16 +312,7 @@ def run_cached_mismatch(w):
     call(False)
     call(True)                   # both shapes agreed once: each rank keeps a plan of each
     hits = pc._ctx.cache.hits
-    start = time.monotonic()
-    try:
-        call(rank == 1)          # rank 1 repeats the longer one, the others the shorter
-        outcome = "none"
-    except MismatchError as err:
-        assert "rank 1 sends 5 bytes to rank 0, which expects 4" in str(err), str(err)
-        outcome = f"{err.ranks}"
-    except PapcollError as err:
-        outcome = type(err).__name__
-    assert time.monotonic() - start < 40
+    outcome = disagreement(lambda: call(rank == 1))   # rank 1 repeats the longer shape
     print(f"MISMATCH {rank} {outcome} hit={pc._ctx.cache.hits == hits + 1}", flush=True)
 
 
