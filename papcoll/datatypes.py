@@ -88,14 +88,24 @@ def _packs_in_order(datatype):
     """Whether MPI packs one ``datatype`` (size = extent bytes) in the order of its bytes:
     digit k of every byte's position, packed, must come back at that position."""
     size = datatype.Get_size()
-    position = np.arange(size, dtype=np.uint64)
     packed = np.empty(size, np.uint8)
     for shift in range(0, max(8, int(size - 1).bit_length()), 8):
-        pattern = ((position >> np.uint64(shift)) & np.uint64(255)).astype(np.uint8)
+        pattern = _digits(size, shift)
         if _pack(pattern.ctypes.data, 1, datatype, packed) or \
                 not np.array_equal(packed, pattern):
             return False
     return True
+
+
+def _digits(size, shift):
+    """Bits shift.. shift + 7 of every position below ``size``, one byte each: runs of 1 <<
+    shift equal bytes counting 0-255, built from runs (a 2-D FFT's whole-array types are
+    megabytes, judged on their first call)."""
+    run = 1 << shift
+    values = np.arange(256, dtype=np.uint8)
+    if 256 * run >= size:
+        return np.repeat(values[:-(-size // run)], run)[:size]
+    return np.tile(np.repeat(values, run), -(-size // (256 * run)))[:size]
 
 
 def _pack(source, count, datatype, packed):
