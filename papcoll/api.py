@@ -16,22 +16,6 @@ _IN_USE = ("this papcoll.Communicator is in use by another thread: calls on one 
 _FINALIZED = "MPI is finalized: papcoll.Communicators are closed, and no new one can be made"
 
 
-def _planned(ctx, site, sendbuf, recvbuf):
-    """Whether a plan of ``site`` (callcache.py) ran the call: the one entry into C, which
-    declines calls of a shape no plan of the site has."""
-    try:
-        plan, done = ctx.cache.run(site, sendbuf, recvbuf)
-        if done < 0:
-            plan.algorithm.plan_failed(plan, done)   # finishes the call, or raises
-    except BaseException as err:       # e.g. Ctrl-C between two waits: peers mid-call
-        ctx.fail(err)
-        raise
-    if plan is None:
-        return False
-    ctx.chosen = plan.chosen
-    return True
-
-
 def _check(comm):
     """papcoll's own check of the communicator, before mpi4py's (whose TypeError says less)."""
     _alive()
@@ -170,7 +154,7 @@ class Communicator(MPI.Intracomm):
         the same."""
         ctx = self._enter()
         try:
-            if not _planned(ctx, ("a", algorithm), sendbuf, recvbuf):
+            if not ctx.cache.serve(ctx, ("a", algorithm), sendbuf, recvbuf):
                 self._full_path(ctx, sendbuf, recvbuf, algorithm)
         finally:
             ctx.lock.release()
@@ -178,7 +162,9 @@ class Communicator(MPI.Intracomm):
     def _enter(self):
         """The context of a call, its lock taken (one call at a time), the call counted (a
         give-up says in which call: rendezvous.py)."""
-        ctx = self._context()
+        ctx = getattr(self, "_ctx", None)
+        if ctx is None or ctx.closed or ctx.broken is not None:
+            ctx = self._context()          # raises the error that says why
         if not ctx.lock.acquire(blocking=False):
             raise CommunicatorStateError(_IN_USE)
         if ctx.active is not None or ctx.dropped:
@@ -237,7 +223,7 @@ class Communicator(MPI.Intracomm):
     def _variable(self, w, sendbuf, recvbuf, algorithm):
         ctx = self._enter()
         try:
-            if _planned(ctx, ("w" if w else "v", algorithm), sendbuf, recvbuf):
+            if ctx.cache.serve(ctx, ("w" if w else "v", algorithm), sendbuf, recvbuf):
                 return
             send, recv = parse_alltoallv(sendbuf, recvbuf, ctx.size, ctx.rank, w,
                                          ctx.cache.layouts)

@@ -36,23 +36,35 @@ class CallCache:
         self._freed = False       # a datatype was freed: plans may name its object
         datatypes.watch(self)
 
-    def run(self, site, sendbuf, recvbuf):
-        """(plan, rc) of the plan of ``site`` that ran this call (rc < 0: left to its
-        algorithm's ``plan_failed``), or (None, 0): none has its shape, nothing touched."""
+    def serve(self, ctx, site, sendbuf, recvbuf):
+        """Whether a plan of ``site`` ran this call of ``ctx`` (the Context, its lock held):
+        the one entry into C, which declines, untouched, a call of a shape no plan of the
+        site has; a call a plan left (rc < 0) is finished by its algorithm's ``plan_failed``.
+        An error breaks ``ctx`` (e.g. Ctrl-C between two waits: peers mid-call). A hit is
+        the path of every repeated call, so it is one function."""
         if self._freed:
             self._freed = False
             self.drop()
         tries = self._tries.get(site)
-        if tries is not None:
+        if tries is None:
+            self.misses += 1
+            return False
+        try:
             i, rc = _native.first(tries, sendbuf, recvbuf)
-            if i >= 0:
-                plan = self._sites[site][i]
-                self._tick += 1
-                plan.used = self._tick
-                self.hits += 1
-                return plan, rc
-        self.misses += 1
-        return None, 0
+            if i < 0:
+                self.misses += 1
+                return False
+            plan = self._sites[site][i]
+            self._tick += 1
+            plan.used = self._tick
+            self.hits += 1
+            ctx.chosen = plan.chosen
+            if rc < 0:
+                plan.algorithm.plan_failed(plan, rc)   # finishes the call, or raises
+        except BaseException as err:
+            ctx.fail(err)
+            raise
+        return True
 
     def keep(self, site, plan, chosen=None):
         """``plan``, bound to the shape of a call of ``site`` the full path just checked;
