@@ -9,7 +9,7 @@ from .algorithms import AUTO, policy
 from .algorithms.registry import check
 from .buffers import parse_alltoall
 from .errors import AlgorithmError, CommunicatorError, CommunicatorStateError
-from .vbuffers import parse_alltoallv
+from .vbuffers import copy_own, parse_alltoallv
 
 _IN_USE = ("this papcoll.Communicator is in use by another thread: calls on one Communicator "
            "must not overlap (use one Communicator per thread)")
@@ -236,6 +236,13 @@ class Communicator(MPI.Intracomm):
                 raise AlgorithmError(f"{name} serves no Alltoallv or Alltoallw; these do: "
                                      f"{', '.join(policy.variable())} (or 'auto')")
             ctx.chosen = name
+            if ctx.size == 1 and w and (algorithm or ctx.forced) != "mpi":
+                # Open MPI 5.0.11's own MPI_Alltoallw on one process moves nothing to the byte
+                # displacements it is given and writes past the buffer instead (heap corruption
+                # on COMM_SELF): so papcoll copies, and leaves no plan, unless told "mpi".
+                send.pack()
+                copy_own(send, recv, 0)
+                return
             if ctx.size == 1:           # MPI's own call is the copy, as in _full_path
                 mpi = ctx.algorithm("mpi")
                 mpi.alltoallv(send, recv, (w, sendbuf, recvbuf))
