@@ -1,6 +1,7 @@
 """Builds the native core (native/) as papcoll._native: plain C loaded with ctypes by the
 papcoll.native package (papcoll/native/lib.py), plus the Python-level entry points of the
-plans (native/papcoll_call.c, native/papcoll_callv.c).
+plans (native/papcoll_call.c, native/papcoll_callv.c) and a Communicator's Entry
+(native/papcoll_entry.c).
 
 MPI is called through the mpi.h of the MPI in use (native/papcoll_mpi_rma.c), so the core is
 built with that MPI's compiler wrapper flags (``mpicc -show``, which MPICH and Open MPI both
@@ -46,9 +47,9 @@ compile_args, link_args = mpi_flags()
 setup(ext_modules=[Extension(
     "papcoll._native",
     sources=["native/papcoll_native.c", "native/papcoll_loops.c", "native/papcoll_cma.c",
-             "native/papcoll_call.c", "native/papcoll_callv.c", "native/papcoll_xport.c",
-             "native/papcoll_verbs.c", "native/papcoll_mpi_rma.c", "native/papcoll_exchange.c",
-             "native/papcoll_hier.c"],
+             "native/papcoll_call.c", "native/papcoll_callv.c", "native/papcoll_entry.c",
+             "native/papcoll_xport.c", "native/papcoll_verbs.c", "native/papcoll_mpi_rma.c",
+             "native/papcoll_exchange.c", "native/papcoll_hier.c"],
     depends=["native/papcoll_native.h", "native/papcoll_xport.h", "native/papcoll_plan.h",
              "native/papcoll_call.h"],
     extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra", *compile_args],

@@ -21,6 +21,11 @@
 
 static PyObject *in_place_marker; /* mpi4py's MPI.IN_PLACE, given once by set_in_place */
 
+int pc_in_place(PyObject *sendbuf)
+{
+    return in_place_marker != NULL && sendbuf == in_place_marker;
+}
+
 struct pc_plan *pc_plan_of(PyObject *arg)
 {
     return PyLong_AsVoidPtr(arg);
@@ -45,7 +50,7 @@ static PyObject *data_of(const void *datatype, PyObject *spec)
 static int hold(const void *datatype, PyObject *sendbuf, PyObject *recvbuf, Py_buffer *s,
                 Py_buffer *r, int *in_place)
 {
-    *in_place = in_place_marker != NULL && sendbuf == in_place_marker;
+    *in_place = pc_in_place(sendbuf);
     PyObject *send_data = *in_place ? NULL : data_of(datatype, sendbuf);
     PyObject *recv_data = data_of(datatype, recvbuf);
     if (recv_data == NULL || (send_data == NULL && !*in_place))
@@ -217,31 +222,34 @@ static PyObject *alltoall(PyObject *module, PyObject *const *args, Py_ssize_t na
     return PyErr_Occurred() ? NULL : PyLong_FromLong(rc);
 }
 
-/* first(plans, sendbuf, recvbuf) -> (i, rc): the call run by plans[i], the first plan of the
- * tuple (plan addresses, Alltoall's or Alltoallv's) that has its shape, rc as alltoall()'s or
- * alltoallv()'s; (-1, 0) when every plan declined, nothing touched. A call site's several
- * shapes (callcache.py) are tried in one entry into C. */
-static PyObject *first(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+/* The call run by plans[*index], the first plan of the tuple (plan addresses, Alltoall's or
+ * Alltoallv's) that has its shape: its rc, as alltoall()'s or alltoallv()'s; 0 with *index -1
+ * when every plan declined, nothing touched; -1 with a Python error. A call site's several
+ * shapes (callcache.py) are tried in one entry into C (papcoll_entry.c). */
+long pc_first(PyObject *module, PyObject *plans, PyObject *sendbuf, PyObject *recvbuf,
+              Py_ssize_t *index)
 {
-    if (nargs != 3 || !PyTuple_Check(args[0])) {
-        PyErr_SetString(PyExc_TypeError, "first(plans: tuple, sendbuf, recvbuf)");
-        return NULL;
-    }
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(args[0]); i++) {
-        PyObject *call[3] = {PyTuple_GET_ITEM(args[0], i), args[1], args[2]};
+    *index = -1;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(plans); i++) {
+        PyObject *call[3] = {PyTuple_GET_ITEM(plans, i), sendbuf, recvbuf};
         struct pc_plan *p = pc_plan_of(call[0]);
-        if (p == NULL)
-            return PyErr_Occurred() ? NULL : PyErr_Format(PyExc_ValueError, "first: no plan");
+        if (p == NULL) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_ValueError, "papcoll: a call site holds no plan");
+            return -1;
+        }
         int v = p->kind == PC_PLAN_MPIV || p->kind == PC_PLAN_VAR || p->kind == PC_PLAN_MPIW;
         PyObject *rc = (v ? pc_alltoallv : alltoall)(module, call, 3);
         if (rc == NULL)
-            return NULL;
+            return -1;
         long done = PyLong_AsLong(rc);
         Py_DECREF(rc);
-        if (done != 0)
-            return Py_BuildValue("(nl)", i, done);
+        if (done != 0) {
+            *index = i;
+            return done;
+        }
     }
-    return Py_BuildValue("(nl)", (Py_ssize_t)-1, 0L);
+    return 0;
 }
 
 /* bind(plan, sendbuf, recvbuf, datatype, sig) -> whether the plan is now armed for calls of
@@ -323,8 +331,6 @@ static PyObject *set_in_place(PyObject *module, PyObject *obj)
 static PyMethodDef methods[] = {
     {"alltoall", (PyCFunction)(void (*)(void))alltoall, METH_FASTCALL,
      "alltoall(plan, sendbuf, recvbuf): 1 done, 0 declined, < 0 left to the algorithm."},
-    {"first", (PyCFunction)(void (*)(void))first, METH_FASTCALL,
-     "first(plans, sendbuf, recvbuf): (i, rc) of the first plan that takes the call."},
     {"bind", (PyCFunction)(void (*)(void))bind, METH_FASTCALL,
      "bind(plan, sendbuf, recvbuf, datatype, sig): arm the plan for calls of this shape."},
     {"alltoallv", (PyCFunction)(void (*)(void))pc_alltoallv, METH_FASTCALL,
@@ -341,4 +347,10 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_native",
                                     "papcoll's native core (see native/papcoll_native.h).", -1,
                                     methods, NULL, NULL, NULL, NULL};
 
-PyMODINIT_FUNC PyInit__native(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__native(void)
+{
+    PyObject *m = PyModule_Create(&module);
+    if (m != NULL && pc_add_entry(m) < 0)
+        Py_CLEAR(m);
+    return m;
+}

@@ -1,5 +1,5 @@
-/* What papcoll._native's two files share: papcoll_call.c (the module, and Alltoall's plans)
- * and papcoll_callv.c (Alltoallv's plans). */
+/* What papcoll._native's files share: papcoll_call.c (the module, and Alltoall's plans),
+ * papcoll_callv.c (Alltoallv's plans) and papcoll_entry.c (a Communicator's entry). */
 #ifndef PAPCOLL_CALL_H
 #define PAPCOLL_CALL_H
 
@@ -8,6 +8,8 @@
 
 #include "papcoll_plan.h"
 
+/* Whether sendbuf is mpi4py's MPI.IN_PLACE. */
+int pc_in_place(PyObject *sendbuf);
 /* The struct pc_plan at a plan's address (a Python int), or NULL. */
 struct pc_plan *pc_plan_of(PyObject *arg);
 /* A buffer's struct-module format ("B" when it gives none). */
@@ -18,6 +20,11 @@ void pc_release(Py_buffer *s, Py_buffer *r, int in_place);
 /* The end of a PC_PLAN_VAR call (papcoll_callv.c) whose engine returned rc: rc, or 0 with a
  * Python error when its staged receive side could not be unpacked. */
 int pc_var_end(struct pc_plan *p, int rc);
+
+long pc_first(PyObject *module, PyObject *plans, PyObject *sendbuf, PyObject *recvbuf,
+              Py_ssize_t *index);
+/* Add the Entry type (papcoll_entry.c) to the module: 0, or -1 with a Python error. */
+int pc_add_entry(PyObject *module);
 
 PyObject *pc_alltoallv(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *pc_bindv(PyObject *module, PyObject *const *args, Py_ssize_t nargs);

@@ -4,7 +4,7 @@ import weakref
 
 from mpi4py import MPI
 
-from . import config, context, requests
+from . import _native, config, context, requests
 from .algorithms import AUTO, policy
 from .algorithms.registry import check
 from .buffers import parse_alltoall
@@ -52,6 +52,8 @@ class Communicator(MPI.Intracomm):
     makes a communicator returns MPI's own object (see README "Use").
     """
 
+    _entry = _native.Entry(None, None)     # serves nothing: a Communicator never set up
+
     def __new__(cls, comm=MPI.COMM_WORLD, *, trace=False):
         _check(comm)
         return super().__new__(cls, comm)
@@ -60,6 +62,7 @@ class Communicator(MPI.Intracomm):
         _check(comm)
         self._trace = trace                 # derived Communicators trace as this one does
         ctx = self._ctx = context.Context(MPI.Intracomm(comm), trace)
+        self._entry = ctx.entry              # Alltoall's way in: stale once closed
         weakref.finalize(self, context.drop, ctx).atexit = False
 
     # ---- communicators made from this one: MPI's call, then papcoll's set-up ----------------
@@ -152,28 +155,39 @@ class Communicator(MPI.Intracomm):
         ``recvbuf`` from rank j. ``algorithm`` names a registered algorithm, or ``"auto"`` (the
         selection policy); else ``PAPCOLL_ALGORITHM``, else the policy. Every rank must choose
         the same."""
+        site = ("a", algorithm)
+        served = self._entry.serve(site, sendbuf, recvbuf)
+        if not served:
+            self._call(served, site, sendbuf, recvbuf,
+                       lambda ctx: self._full_path(ctx, sendbuf, recvbuf, algorithm))
+
+    def _call(self, served, site, sendbuf, recvbuf, full):
+        """A call the Entry did not serve (``served``: False, no plan of ``site`` has its
+        shape; None, not tried: the Communicator's state or lock stands in the way): after
+        the checks ``_enter`` makes, a plan may still serve it, else ``full(ctx)``."""
         ctx = self._enter()
         try:
-            if not ctx.cache.serve(ctx, ("a", algorithm), sendbuf, recvbuf):
-                self._full_path(ctx, sendbuf, recvbuf, algorithm)
+            if served is False or not ctx.entry.run(site, sendbuf, recvbuf):
+                full(ctx)
         finally:
             ctx.lock.release()
 
     def _enter(self):
-        """The context of a call, its lock taken (one call at a time), the call counted (a
-        give-up says in which call: rendezvous.py)."""
+        """The context of a call, its lock taken (one call at a time), a dropped request's
+        call completed, the call counted (a give-up says in which call: rendezvous.py)."""
         ctx = getattr(self, "_ctx", None)
         if ctx is None or ctx.closed or ctx.broken is not None:
             ctx = self._context()          # raises the error that says why
         if not ctx.lock.acquire(blocking=False):
             raise CommunicatorStateError(_IN_USE)
-        if ctx.active is not None or ctx.dropped:
-            try:
-                requests.idle(ctx)        # a dropped request's call completed first
-            except BaseException:
-                ctx.lock.release()
-                raise
-        ctx.peers.calls += 1
+        try:
+            if ctx.active is not None or ctx.dropped:
+                requests.idle(ctx)
+            ctx.cache.ready(ctx)
+        except BaseException:
+            ctx.lock.release()
+            raise
+        ctx.entry.calls += 1
         return ctx
 
     @staticmethod
@@ -221,51 +235,53 @@ class Communicator(MPI.Intracomm):
         self._variable(True, sendbuf, recvbuf, algorithm)
 
     def _variable(self, w, sendbuf, recvbuf, algorithm):
-        ctx = self._enter()
-        try:
-            if ctx.cache.serve(ctx, ("w" if w else "v", algorithm), sendbuf, recvbuf):
-                return
-            send, recv = parse_alltoallv(sendbuf, recvbuf, ctx.size, ctx.rank, w,
-                                         ctx.cache.layouts)
-            name = algorithm or ctx.forced or AUTO
-            if name not in (AUTO, algorithm) and not ctx.algorithm_class(name).variable:
-                name = AUTO                # PAPCOLL_ALGORITHM serves no Alltoallv: the policy
-            if name == AUTO:
-                name = policy.choose(ctx, None, "alltoallw" if w else "alltoallv")
-            if not ctx.algorithm_class(name).variable:
-                raise AlgorithmError(f"{name} serves no Alltoallv or Alltoallw; these do: "
-                                     f"{', '.join(policy.variable())} (or 'auto')")
-            ctx.chosen = name
-            if ctx.size == 1 and w and (algorithm or ctx.forced) != "mpi":
-                # Open MPI 5.0.11's own MPI_Alltoallw on one process moves nothing to the byte
-                # displacements it is given and writes past the buffer instead (heap corruption
-                # on COMM_SELF): so papcoll copies, and leaves no plan, unless told "mpi".
-                send.pack()
-                copy_own(send, recv, 0)
-                return
-            if ctx.size == 1:           # MPI's own call is the copy, as in _full_path
-                mpi = ctx.algorithm("mpi")
-                mpi.alltoallv(send, recv, (w, sendbuf, recvbuf))
-                plan = mpi.planv(sendbuf, recvbuf, send, recv)
-                if plan is not None:
-                    ctx.cache.keep(("w" if w else "v", algorithm), plan, name)
-                return
-            ctx.trace.begin(name, ctx.calls)
-            token = config.adopt(ctx.settings)
-            try:
-                algo = ctx.algorithm(name)
-                algo.alltoallv(send, recv, (w, sendbuf, recvbuf))
-            except BaseException as err:   # as in _full_path: never reuse this Communicator
-                ctx.fail(err)
-                raise
-            finally:
-                config.restore(token)
-            ctx.trace.end()
-            plan = algo.planv(sendbuf, recvbuf, send, recv)
+        site = ("w" if w else "v", algorithm)
+        served = self._entry.serve(site, sendbuf, recvbuf)
+        if not served:
+            self._call(served, site, sendbuf, recvbuf,
+                       lambda ctx: self._full_variable(ctx, w, sendbuf, recvbuf, algorithm))
+
+    @staticmethod
+    def _full_variable(ctx, w, sendbuf, recvbuf, algorithm):
+        send, recv = parse_alltoallv(sendbuf, recvbuf, ctx.size, ctx.rank, w, ctx.cache.layouts)
+        name = algorithm or ctx.forced or AUTO
+        if name not in (AUTO, algorithm) and not ctx.algorithm_class(name).variable:
+            name = AUTO                # PAPCOLL_ALGORITHM serves no Alltoallv: the policy
+        if name == AUTO:
+            name = policy.choose(ctx, None, "alltoallw" if w else "alltoallv")
+        if not ctx.algorithm_class(name).variable:
+            raise AlgorithmError(f"{name} serves no Alltoallv or Alltoallw; these do: "
+                                 f"{', '.join(policy.variable())} (or 'auto')")
+        ctx.chosen = name
+        site = ("w" if w else "v", algorithm)
+        if ctx.size == 1 and w and (algorithm or ctx.forced) != "mpi":
+            # Open MPI 5.0.11's own MPI_Alltoallw on one process moves nothing to the byte
+            # displacements it is given and writes past the buffer instead (heap corruption
+            # on COMM_SELF): so papcoll copies, and leaves no plan, unless told "mpi".
+            send.pack()
+            copy_own(send, recv, 0)
+            return
+        if ctx.size == 1:           # MPI's own call is the copy, as in _full_path
+            mpi = ctx.algorithm("mpi")
+            mpi.alltoallv(send, recv, (w, sendbuf, recvbuf))
+            plan = mpi.planv(sendbuf, recvbuf, send, recv)
             if plan is not None:
-                ctx.cache.keep(("w" if w else "v", algorithm), plan)
+                ctx.cache.keep(site, plan, name)
+            return
+        ctx.trace.begin(name, ctx.calls)
+        token = config.adopt(ctx.settings)
+        try:
+            algo = ctx.algorithm(name)
+            algo.alltoallv(send, recv, (w, sendbuf, recvbuf))
+        except BaseException as err:   # as in _full_path: never reuse this Communicator
+            ctx.fail(err)
+            raise
         finally:
-            ctx.lock.release()
+            config.restore(token)
+        ctx.trace.end()
+        plan = algo.planv(sendbuf, recvbuf, send, recv)
+        if plan is not None:
+            ctx.cache.keep(site, plan)
 
     # ---- nonblocking and persistent calls (requests.py) -------------------------------------
 

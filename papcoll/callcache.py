@@ -8,7 +8,8 @@ displacements, the datatype objects named, IN_PLACE. The plan records the algori
 policy resolved (the policy's answer for a shape is fixed while a Communicator lives: it
 reads the size, the topology and the settings agreed at set-up). Whether a call matches a
 plan is decided in one place, the plan's own check in C (native/papcoll_call.c,
-papcoll_callv.c); a call tries its site's plans in one entry into C (``_native.first``) and
+papcoll_callv.c); a call tries its site's plans in one entry into C (the Context's Entry,
+native/papcoll_entry.c, which also takes the Communicator's lock and counts the call) and
 takes the full path only when none has its shape.
 
 Real programs alternate shapes: an FFT's forward and backward transposes, two per direction
@@ -21,50 +22,41 @@ and the plans' spare copies (in-place engine calls) stay bounded.
 """
 from collections import OrderedDict
 
-from . import _native, datatypes
+from . import datatypes
 
 CAPACITY = 16
 
 
 class CallCache:
-    def __init__(self):
-        self._sites = {}          # site -> its plans, in the order they were made
-        self._tries = {}          # site -> their addresses: _native.first's argument
-        self._tick = 0
-        self.hits = self.misses = 0
+    """The plans of a Context's call sites, published in its Entry (``entry.sites``: site ->
+    (plan addresses, Plans, the names their calls are said to be served by, each plan's last
+    use by the Entry's clock)), which serves calls by them (native/papcoll_entry.c)."""
+
+    def __init__(self, entry):
+        self.entry = entry
         self.layouts = Layouts(2 * CAPACITY)
         self._freed = False       # a datatype was freed: plans may name its object
         datatypes.watch(self)
 
-    def serve(self, ctx, site, sendbuf, recvbuf):
-        """Whether a plan of ``site`` ran this call of ``ctx`` (the Context, its lock held):
-        the one entry into C, which declines, untouched, a call of a shape no plan of the
-        site has; a call a plan left (rc < 0) is finished by its algorithm's ``plan_failed``.
-        An error breaks ``ctx`` (e.g. Ctrl-C between two waits: peers mid-call). A hit is
-        the path of every repeated call, so it is one function."""
+    @property
+    def hits(self):
+        return self.entry.hits
+
+    @property
+    def misses(self):
+        return self.entry.misses
+
+    def ready(self, ctx):
+        """A call of ``ctx`` takes Python's path (its lock held, no request in its way):
+        plans that may name a freed datatype go, and the Entry serves calls again unless
+        ``ctx``'s state says otherwise. ``stale`` is cleared before the checks, so that a
+        change after them (a finalizer, another thread) sets it again."""
+        self.entry.stale = False
         if self._freed:
             self._freed = False
             self.drop()
-        tries = self._tries.get(site)
-        if tries is None:
-            self.misses += 1
-            return False
-        try:
-            i, rc = _native.first(tries, sendbuf, recvbuf)
-            if i < 0:
-                self.misses += 1
-                return False
-            plan = self._sites[site][i]
-            self._tick += 1
-            plan.used = self._tick
-            self.hits += 1
-            ctx.chosen = plan.chosen
-            if rc < 0:
-                plan.algorithm.plan_failed(plan, rc)   # finishes the call, or raises
-        except BaseException as err:
-            ctx.fail(err)
-            raise
-        return True
+        if ctx.active is not None or ctx.dropped or ctx.closed or ctx.broken is not None:
+            self.entry.stale = True
 
     def keep(self, site, plan, chosen=None):
         """``plan``, bound to the shape of a call of ``site`` the full path just checked;
@@ -72,44 +64,46 @@ class CallCache:
         if not the plan's own (a 1-process communicator's calls are all MPI's copy, whatever
         they resolved to: api.py)."""
         plan.chosen = chosen or plan.algorithm.name
-        self._tick += 1
-        plan.used = self._tick
-        self._sites.setdefault(site, []).append(plan)
-        self._tries[site] = tuple(p.address for p in self._sites[site])
-        if sum(map(len, self._sites.values())) > CAPACITY:
-            oldest = min((p.used, key) for key, plans in self._sites.items() for p in plans)
-            self._remove(lambda p: p.used == oldest[0])
+        _, plans, _, used = self.entry.sites.get(site, ((), (), (), []))
+        self.entry.tick += 1
+        self._publish(site, plans + (plan,), used + [self.entry.tick])
+        if len(self) > CAPACITY:
+            oldest = min(min(used) for _, _, _, used in self.entry.sites.values())
+            self._remove(lambda plan, last: last == oldest)
 
     def datatype_freed(self):
         """A datatype was freed (datatypes.py; any thread, inside MPI_Type_free): the plans go
-        at the next call, under the Communicator's lock."""
-        self._freed = True
+        at the next call, which takes Python's path, under the Communicator's lock."""
+        self._freed = self.entry.stale = True
 
     def drop(self, algorithm=None):
         """Disarm and forget the plans ``algorithm`` (an Algorithm object; None: every one)
         left: its state is going, or changed under them."""
-        self._remove(lambda p: algorithm is None or p.algorithm is algorithm)
+        self._remove(lambda plan, last: algorithm is None or plan.algorithm is algorithm)
 
     def _remove(self, which):
-        for site, plans in list(self._sites.items()):
+        for site, (_, plans, _, used) in list(self.entry.sites.items()):
             kept = []
-            for plan in plans:
-                if which(plan):
+            for plan, last in zip(plans, used):
+                if which(plan, last):
                     plan.disarm()
                 else:
-                    kept.append(plan)
-            if kept:
-                self._sites[site] = kept
-                self._tries[site] = tuple(p.address for p in kept)
-            else:
-                del self._sites[site], self._tries[site]
+                    kept.append((plan, last))
+            self._publish(site, tuple(plan for plan, _ in kept), [last for _, last in kept])
+
+    def _publish(self, site, plans, used):
+        if plans:
+            self.entry.sites[site] = (tuple(plan.address for plan in plans), plans,
+                                      tuple(plan.chosen for plan in plans), used)
+        else:
+            self.entry.sites.pop(site, None)
 
     def plans(self, site):
         """The plans of ``site``, oldest first."""
-        return list(self._sites.get(site, ()))
+        return list(self.entry.sites.get(site, ((), ()))[1])
 
     def __len__(self):
-        return sum(map(len, self._sites.values()))
+        return sum(len(plans) for _, plans, _, _ in self.entry.sites.values())
 
 
 class Layouts:

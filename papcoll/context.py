@@ -25,11 +25,10 @@ Tokens name a Context the same on all its ranks: (COMM_WORLD rank of its rank 0,
 process's count of Contexts made).
 """
 import itertools
-import threading
 
 from mpi4py import MPI
 
-from . import config, rendezvous, topology
+from . import _native, config, rendezvous, topology
 from .algorithms import lookup, policy
 from .algorithms.registry import check
 from .callcache import CallCache
@@ -54,17 +53,18 @@ class Context:
         self.timeout = config.timeout()
         self.trace = (Trace(events=trace != "phases") if trace or config.trace()
                       else NoTrace())
-        self.lock = threading.Lock()      # one call at a time: see Communicator.Alltoall
-        self.algorithms, self.cache = {}, CallCache()   # the plans calls left
-        self.chosen = None                # the algorithm of the last call (api.py)
-        self.active = None                # the request's Call in progress (requests.py)
+        # The lock (one call at a time: see Communicator.Alltoall), the call count, the last
+        # call's algorithm and the plans' call sites, in C (native/papcoll_entry.c).
+        self.entry = self.lock = _native.Entry(_finish, self.fail)
+        self.algorithms, self.cache = {}, CallCache(self.entry)   # the plans calls left
+        self._active = None               # the request's Call in progress (requests.py)
         self.requests = set()             # requests.py's Calls not freed: close frees them
         self.dropped = []                 # Calls whose Request was dropped: see requests.py
         self.broken = None                # the error that left peers in an unknown state
         self.node = self.cma = None
         self.closed = False
         self.comm = rendezvous.dup(comm, self.timeout)
-        self.peers = rendezvous.watch(self.comm)    # what give-ups say: see calls
+        self.peers = rendezvous.watch(self.comm, self.entry)    # what give-ups say: calls
         self.rank, self.size = self.comm.Get_rank(), self.comm.Get_size()
         self.processes = _world_ranks(self.comm)
         deadline = Deadline(self.timeout)
@@ -97,7 +97,33 @@ class Context:
     def calls(self):
         """How many calls have begun on this Communicator (every rank counts the same: each
         call is collective), the one now in progress included."""
-        return self.peers.calls
+        return self.entry.calls
+
+    @property
+    def chosen(self):
+        """The algorithm of the last call (api.py)."""
+        return self.entry.chosen
+
+    @chosen.setter
+    def chosen(self, name):
+        self.entry.chosen = name
+
+    @property
+    def active(self):
+        """The request's Call in progress (requests.py): the next call takes Python's path."""
+        return self._active
+
+    @active.setter
+    def active(self, call):
+        self._active = call
+        if call is not None:
+            self.entry.stale = True
+
+    def drop_request(self, call):
+        """A Request was dropped (its finalizer: no MPI, any thread): its Call goes at the
+        next call, which takes Python's path (requests.idle)."""
+        self.dropped.append(call)
+        self.entry.stale = True
 
     def agree(self, wire, tunings):
         """The wire settings every rank read (``wire``: each rank's config.wire()), checked,
@@ -140,7 +166,7 @@ class Context:
     def fail(self, error):
         """An error left a call unfinished: peers are in an unknown state. Never reuse this
         Context, and tell the others that this process gave up on it."""
-        self.broken = error
+        self.broken, self.entry.stale = error, True
         rendezvous.give_up(self.comm, error)
 
     def close(self):
@@ -170,7 +196,7 @@ class Context:
     def release(self, collective):
         """Free everything local; with ``collective`` (every rank is here) also MPI windows
         and the private communicator."""
-        self.closed = True
+        self.closed = self.entry.stale = True
         _open.pop(getattr(self, "token", None), None)
         _dropped.pop(getattr(self, "token", None), None)
         for call in list(self.requests):    # before the communicator: mpi's MPI requests
@@ -186,6 +212,11 @@ class Context:
         if collective:
             rendezvous.forget(self.comm)
             self.comm.Free()
+
+
+def _finish(plan, rc):
+    """A plan left its call (rc < 0): its algorithm finishes it, or raises."""
+    plan.algorithm.plan_failed(plan, rc)
 
 
 def forced_algorithm():

@@ -46,20 +46,24 @@ class _Peers:
     ranks on other machines (``far``; None: not known yet), and the node board whose flags
     carry give-ups inside a node (``board``)."""
 
-    def __init__(self, watched=False):
-        self.watched, self.calls, self.gave, self.told = watched, 0, {}, False
+    def __init__(self, watched=False, counter=None):
+        self.watched, self.counter, self.gave, self.told = watched, counter, {}, False
         self.untold, self.far, self.board = None, None, None
+
+    @property
+    def calls(self):
+        return 0 if self.counter is None else self.counter.calls
 
 
 def _of(comm):
     return _peers.setdefault(comm.handle, _Peers())
 
 
-def watch(comm):
+def watch(comm, counter):
     """``comm`` is a new Context's: give-ups travel on it (whatever a freed communicator that
-    had the same handle left is forgotten). Returns its record, whose ``calls`` the Context
-    counts."""
-    peers = _peers[comm.handle] = _Peers(watched=True)
+    had the same handle left is forgotten); ``counter.calls`` counts the Context's calls.
+    Returns its record."""
+    peers = _peers[comm.handle] = _Peers(watched=True, counter=counter)
     return peers
 
 

@@ -55,7 +55,7 @@ class Request:
 
     def __init__(self, call):
         self._call, self._freed = call, False
-        call.handle = weakref.finalize(self, call.ctx.dropped.append, call)   # no MPI: above
+        call.handle = weakref.finalize(self, call.ctx.drop_request, call)   # no MPI: above
 
     def Start(self):
         call = self._usable("Start")
@@ -145,7 +145,7 @@ class Call:
     def launch(self):
         """Start the call (the lock held, the Context idle)."""
         ctx = self.ctx
-        ctx.peers.calls += 1
+        ctx.entry.calls += 1
         ctx.chosen = self.name
         try:
             op = self._start()

@@ -8,8 +8,8 @@ nonblocking: Ialltoall, Ialltoallv and Ialltoallw at several sizes, Tested in a 
     process computes (and waits a random time first), against MPI's; papcoll.waitall over a
     papcoll request and an MPI one. Prints NONBLOCKING ok.
 misuse: a Start of an active request, a Start of a nonblocking one, Free while active, any use
-    after Free (BufferSpecError); a blocking call while a request is active
-    (CommunicatorStateError); resizing a buffer under a persistent request (Python's
+    after Free (BufferSpecError); a blocking call while a request is active, of a shape a plan
+    holds (CommunicatorStateError, no plan run); resizing a buffer under a persistent request (Python's
     BufferError); then the Communicator still works. Prints MISUSE ok.
 absent: the last rank never starts its persistent request (and sleeps past the timeout): the
     others' Wait raises PapcollTimeoutError naming it, within PAPCOLL_TIMEOUT and a slack, and a
@@ -201,10 +201,14 @@ def misuse():
     with papcoll.Communicator(world) as pc:
         send = np.arange(size, dtype=np.int32)
         recv = np.zeros(size, np.int32)
+        for _ in range(2):          # a plan for this shape, whose Entry must still refuse
+            pc.Alltoall(send, recv)
+        hits = pc._ctx.cache.hits
         req = pc.Alltoall_init(send, recv, algorithm=algorithm)
         req.Start()
         refused("is active", BufferSpecError, req.Start)
         refused("is active", CommunicatorStateError, lambda: pc.Alltoall(send, recv))
+        assert pc._ctx.cache.hits == hits
         refused("is active", CommunicatorStateError, lambda: pc.Ialltoall(send, recv))
         refused("Wait for it first", BufferSpecError, req.Free)
         req.Wait()
