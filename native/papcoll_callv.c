@@ -93,12 +93,18 @@ static int vheld(const struct pc_vshape *sh, PyObject *spec, Py_buffer *b, int w
     return 0;
 }
 
-/* Both buffers of an Alltoallv call of the plan's shape, not overlapping: 1, held. */
+/* Both buffers of an Alltoallv call of the plan's shape, not overlapping: 1, held; a plan
+ * bound in place (no send shape) takes MPI.IN_PLACE as sendbuf, and then s is r. */
 static int vhold(const struct pc_plan *p, PyObject *sendbuf, PyObject *recvbuf, Py_buffer *s,
-                 Py_buffer *r)
+                 Py_buffer *r, int *in_place)
 {
-    if (!vheld(&p->vshape[1], recvbuf, r, 1, p->n))
+    *in_place = p->vshape[0].counts == NULL;
+    if (*in_place != pc_in_place(sendbuf) || !vheld(&p->vshape[1], recvbuf, r, 1, p->n))
         return 0;
+    if (*in_place) {
+        *s = *r;
+        return 1;
+    }
     if (!vheld(&p->vshape[0], sendbuf, s, 0, p->n)) {
         PyBuffer_Release(r);
         return 0;
@@ -175,7 +181,8 @@ PyObject *pc_alltoallv(PyObject *module, PyObject *const *args, Py_ssize_t nargs
     }
     struct pc_plan *p = args[0] == Py_None ? NULL : pc_plan_of(args[0]);
     Py_buffer s, r;
-    if (p == NULL || !p->armed || !vhold(p, args[1], args[2], &s, &r))
+    int in_place;
+    if (p == NULL || !p->armed || !vhold(p, args[1], args[2], &s, &r, &in_place))
         return PyErr_Occurred() ? NULL : PyLong_FromLong(0);
     int rc;
     if (p->kind == PC_PLAN_VAR) {
@@ -183,12 +190,12 @@ PyObject *pc_alltoallv(PyObject *module, PyObject *const *args, Py_ssize_t nargs
     } else {
         int w = p->kind == PC_PLAN_MPIW;
         Py_BEGIN_ALLOW_THREADS
-        rc = (w ? pc_mpi_alltoallw : pc_mpi_alltoallv)(s.buf, &p->vshape[0], r.buf,
-                                                        &p->vshape[1], p->comm);
+        rc = (w ? pc_mpi_alltoallw : pc_mpi_alltoallv)(in_place ? NULL : s.buf, &p->vshape[0],
+                                                        r.buf, &p->vshape[1], p->comm);
         Py_END_ALLOW_THREADS
         rc = rc ? -rc : 1;
     }
-    pc_release(&s, &r, 0);
+    pc_release(&s, &r, in_place);
     return PyErr_Occurred() ? NULL : PyLong_FromLong(rc);
 }
 
@@ -207,7 +214,7 @@ PyObject *pc_bindv(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     uint64_t sig = PyLong_AsUnsignedLongLong(args[3]);
     if (p == NULL || PyErr_Occurred())
         return PyErr_Occurred() ? NULL : Py_NewRef(Py_False);
-    for (int side = 0; side < 2; side++) {
+    for (int side = p->vshape[0].counts == NULL; side < 2; side++) {   /* in place: recv */
         struct pc_vshape *sh = &p->vshape[side];
         struct vspec v;
         Py_buffer b;
@@ -225,12 +232,13 @@ PyObject *pc_bindv(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyBuffer_Release(&b);
     }
     Py_buffer s, r;
+    int in_place;
     p->armed = 1;
-    if (!vhold(p, args[1], args[2], &s, &r)) {
+    if (!vhold(p, args[1], args[2], &s, &r, &in_place)) {
         p->armed = 0;
         return Py_NewRef(Py_False);
     }
-    pc_release(&s, &r, 0);
+    pc_release(&s, &r, in_place);
     p->sig = sig;
     return Py_NewRef(Py_True);
 }

@@ -102,6 +102,8 @@ int pc_mpi_pack(void *user, int count, intptr_t type, void *packed, int size, in
 int pc_mpi_alltoallv(const void *send, const struct pc_vshape *s, void *recv,
                      const struct pc_vshape *r, intptr_t comm)
 {
+    if (send == NULL) /* in place: MPI reads no send argument; r's stand for them */
+        send = MPI_IN_PLACE, s = r;
     return MPI_Alltoallv(send, s->icounts, s->idispls, PC_HANDLE(MPI_Datatype, s->mpi_type),
                          recv, r->icounts, r->idispls, PC_HANDLE(MPI_Datatype, r->mpi_type),
                          PC_HANDLE(MPI_Comm, comm));
@@ -113,6 +115,8 @@ int pc_mpi_alltoallw(const void *send, const struct pc_vshape *s, void *recv,
     MPI_Comm c = PC_HANDLE(MPI_Comm, comm);
     int n;
     MPI_Comm_size(c, &n);
+    if (send == NULL) /* as in pc_mpi_alltoallv */
+        send = MPI_IN_PLACE, s = r;
     MPI_Datatype types[2][n];
     for (int q = 0; q < n; q++) {
         types[0][q] = PC_HANDLE(MPI_Datatype, s->mpi_types[q]);

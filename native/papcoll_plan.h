@@ -123,7 +123,8 @@ struct pc_plan {
     int phase;
     /* PC_PLAN_MPIV, PC_PLAN_VAR: the send side's shape and the receive side's (comm: as
      * PC_PLAN_MPI's) */
-    struct pc_vshape vshape[2];
+    struct pc_vshape vshape[2]; /* send, receive; an MPI plan bound in place: send's counts
+                                 * NULL (it takes MPI.IN_PLACE as sendbuf) */
     /* PC_PLAN_VAR with a staged receive side: the receive buffer of the call in progress,
      * which its end unpacks into */
     char *unpack_to;

@@ -204,12 +204,13 @@ int pc_mpi_alltoall(const void *send, int count, void *recv, intptr_t comm);
 int pc_mpi_pack(void *user, int count, intptr_t type, void *packed, int size, int unpack);
 
 /* MPI_Alltoallv on comm, each side's counts, displacements and datatype as a plan's
- * vshape says: the MPI error code. */
+ * vshape says (send NULL: MPI_IN_PLACE): the MPI error code. */
 struct pc_vshape;
 int pc_mpi_alltoallv(const void *send, const struct pc_vshape *s, void *recv,
                      const struct pc_vshape *r, intptr_t comm);
 
-/* MPI_Alltoallw on comm, each side as a PC_PLAN_MPIW plan's vshape says: the MPI error code. */
+/* MPI_Alltoallw on comm, each side as a PC_PLAN_MPIW plan's vshape says (send NULL: in
+ * place): the MPI error code. */
 int pc_mpi_alltoallw(const void *send, const struct pc_vshape *s, void *recv,
                      const struct pc_vshape *r, intptr_t comm);
 

@@ -62,9 +62,10 @@ class MpiAlltoall(Algorithm):
         return plan if plan.bind(sendbuf, recvbuf, recv) else None
 
     def planv(self, sendbuf, recvbuf, send, recv):
-        if (not isinstance(self.ctx.trace, NoTrace) or send.shape is None
-                or recv.shape is None or isinstance(send.shape[3], list)
-                != isinstance(recv.shape[3], list)):
+        # In place, send (a private copy) has no shape: the plan passes MPI_IN_PLACE.
+        if (not isinstance(self.ctx.trace, NoTrace) or recv.shape is None
+                or sendbuf is not MPI.IN_PLACE and (send.shape is None or isinstance(
+                    send.shape[3], list) != isinstance(recv.shape[3], list))):
             return None
         try:
             plan = Plan.alltoallv(self, (send, recv), comm=self.ctx.comm)

@@ -112,8 +112,8 @@ class Plan:
         spec gave them or None, datatype object named or None, MPI datatype) -- or, an
         Alltoallw's, lists of the datatype objects named and of the MPI datatypes, one per
         process."""
-        shapes = [side.shape for side in sides]
-        w = isinstance(shapes[0][3], list)
+        shapes = [side.shape for side in sides]     # send's None: in place (MPI's only)
+        w = isinstance(shapes[1][3], list)
         if calls is None:
             plan = cls(algorithm, MPIW if w else MPIV, comm.Get_size(), comm=comm.handle)
         else:
@@ -123,7 +123,10 @@ class Plan:
             for bank, call in enumerate(calls):
                 plan.s.calls[bank] = c.pointer(call.s)
         plan.kept = []
-        for side, (counts, displs, datatype, mpi_type) in zip(plan.s.vshape, shapes):
+        for side, shape in zip(plan.s.vshape, shapes):
+            if shape is None:
+                continue
+            counts, displs, datatype, mpi_type = shape
             given = displs is not None
             displs = displs if given else np.concatenate(([0], np.cumsum(counts)[:-1]))
             arrays = [np.array(counts, np.int64), np.array(displs, np.int64),

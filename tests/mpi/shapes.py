@@ -6,7 +6,8 @@ a random order (the same on every rank) with random arrival delays, each against
 on the same inputs; every element names its source, destination and index. Beside the data, a
 model of the cache (least recently used, callcache.CAPACITY plans) says which calls must enter C
 once (a hit) and which take the full path: the worker asserts that, call by call. Two shapes
-differ only in the dtype the same bytes are viewed with; halfway, an Alltoallw datatype is
+differ only in the dtype the same bytes are viewed with; one Alltoallv and one Alltoallw are
+in place (planned by ``mpi``, and at N=1); halfway, an Alltoallw datatype is
 freed and made again (a freed datatype's object must never find a plan: the cache drops them
 all, and every shape's next call takes the full path).
 Prints SHAPES ok <hits> <misses>.
@@ -47,39 +48,61 @@ def alltoall(pc, shape, k):
         [values(q, rank, n, dtype, k) for q in range(size)]))
 
 
-def alltoallv(pc, counts, k):
+def alltoallv(pc, spec, k):
+    counts, in_place = spec            # in place: counts symmetric, as MPI requires
     out, into = counts[rank], [counts[q][rank] for q in range(size)]
     sd = np.concatenate(([0], np.cumsum(out)[:-1])).tolist()
     rd = np.concatenate(([0], np.cumsum(into)[:-1])).tolist()
     send = np.concatenate([values(rank, q, out[q], np.int64, k) for q in range(size)])
     got, want = np.full((2, sum(into)), -1, np.int64)
-    world.Alltoallv([send, (out, sd)], [want, (into, rd)])
-    pc.Alltoallv([send, (out, sd)], [got, (into, rd)], algorithm=algorithm)
-    assert np.array_equal(got, want), ("Alltoallv", counts)
+    if in_place:
+        got[:], want[:] = send, send
+        world.Alltoallv(MPI.IN_PLACE, [want, (into, rd)])
+        pc.Alltoallv(MPI.IN_PLACE, [got, (into, rd)], algorithm=algorithm)
+    else:
+        world.Alltoallv([send, (out, sd)], [want, (into, rd)])
+        pc.Alltoallv([send, (out, sd)], [got, (into, rd)], algorithm=algorithm)
+    assert np.array_equal(got, want), ("Alltoallv", spec)
     assert np.array_equal(want, np.concatenate(
         [values(q, rank, into[q], np.int64, k) for q in range(size)]))
 
 
 def alltoallw(pc, spec, k):
-    n, types = spec                     # n ints per peer, sent as types[q] (count, type)
+    n, types, in_place = spec           # n ints per peer, sent as types[q] (count, type)
     send = np.concatenate([values(rank, q, n, np.int32, k) for q in range(size)])
     got, want = np.full((2, n * size), -1, np.int32)
     counts = [4 * n // types[q].Get_size() for q in range(size)]
     displs = [4 * n * q for q in range(size)]
-    world.Alltoallw([send, (counts, displs), types], [want, (counts, displs), types])
-    pc.Alltoallw([send, (counts, displs), types], [got, (counts, displs), types],
-                 algorithm=algorithm)
+    if in_place:
+        got[:], want[:] = send, send
+        world.Alltoallw(MPI.IN_PLACE, [want, (counts, displs), types])
+        pc.Alltoallw(MPI.IN_PLACE, [got, (counts, displs), types], algorithm=algorithm)
+    else:
+        world.Alltoallw([send, (counts, displs), types], [want, (counts, displs), types])
+        pc.Alltoallw([send, (counts, displs), types], [got, (counts, displs), types],
+                     algorithm=algorithm)
     assert np.array_equal(got, want), ("Alltoallw", n)
     for q in range(size):       # each block holds q's elements for me (a permuted type on one
         block = slice(n * q, n * (q + 1))   # side only reorders them, as MPI does)
         assert np.array_equal(np.sort(want[block]), np.sort(values(q, rank, n, np.int32, k)))
 
 
-def plans_made(kind):
-    """Whether the algorithm leaves a plan for this kind of call (its contract)."""
+def plans_made(kind, shape):
+    """Whether the algorithm leaves a plan for this call (its contract): in place, an
+    Alltoallv's or Alltoallw's is MPI's only."""
+    in_place = kind != "a" and shape[-1]
     if size == 1:
         return True                     # every call is a copy: MPI's, whose plan it leaves
-    return algorithm in ("mpi", "pap_direct")
+    return algorithm == "mpi" or algorithm == "pap_direct" and not in_place
+
+
+def symmetric():
+    """Counts an in-place Alltoallv can take: what p sends q, q sends p."""
+    counts = [[0] * size for _ in range(size)]
+    for p in range(size):
+        for q in range(p, size):
+            counts[p][q] = counts[q][p] = rng.randrange(1, 40)
+    return counts
 
 
 def main():
@@ -89,9 +112,9 @@ def main():
     shapes = {
         "a": [(1, np.int32, None), (7, np.float64, None), (7, np.float64, np.int64),
               (64, np.int32, None), (3, np.uint8, None), (100, np.int16, None)],
-        "v": [[[rng.randrange(1, 40) for _ in range(size)] for _ in range(size)]
-              for _ in range(SHAPES)],
-        "w": [(2 * (s + 1), [kinds[(q + s) % 3] for q in range(size)])
+        "v": [([[rng.randrange(1, 40) for _ in range(size)] for _ in range(size)], False)
+              for _ in range(SHAPES - 1)] + [(symmetric(), True)],
+        "w": [(2 * (s + 1), [kinds[(q + s) % 3] for q in range(size)], s == SHAPES - 1)
               for s in range(SHAPES)],
     }
     run = {"a": alltoall, "v": alltoallv, "w": alltoallw}
@@ -104,8 +127,8 @@ def main():
             if kind == "w" and k == calls // 2:     # a datatype freed and made again
                 old = pair
                 pair = MPI.INT.Create_contiguous(2).Commit()
-                shapes["w"] = [(n, [pair if t is old else t for t in types])
-                               for n, types in shapes["w"]]
+                shapes["w"] = [(n, [pair if t is old else t for t in types], in_place)
+                               for n, types, in_place in shapes["w"]]
                 old.Free()
                 model.clear()               # every plan dropped before the next call
             time.sleep(rng.random() * 0.002 * ((rank + k) % size))
@@ -117,7 +140,7 @@ def main():
             assert hit == expected, (k, key, hit, expected, list(model))
             if expected:
                 model.move_to_end(key)
-            elif plans_made(kind):
+            elif plans_made(kind, shapes[kind][s]):
                 model[key] = True
                 while len(model) > CAPACITY:
                     model.popitem(last=False)
