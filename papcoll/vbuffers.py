@@ -153,7 +153,7 @@ def _side(spec, nprocs, name, receive, w, what, layouts):
     staged = _staged(Blocks(view, None, length,
                             [(t, base + s, c) for c, s, t in zip(counts, starts, types)]),
                      packed)
-    staged.shape = shape if w else None
+    staged.shape = shape
     return staged
 
 

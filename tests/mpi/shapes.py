@@ -7,7 +7,8 @@ on the same inputs; every element names its source, destination and index. Besid
 model of the cache (least recently used, callcache.CAPACITY plans) says which calls must enter C
 once (a hit) and which take the full path: the worker asserts that, call by call. Two shapes
 differ only in the dtype the same bytes are viewed with; one Alltoallv and one Alltoallw are
-in place (planned by ``mpi``, and at N=1); halfway, an Alltoallw datatype is
+in place (planned by ``mpi``, and at N=1), and one Alltoallv's datatype takes every other
+int64 (a side MPI packs); halfway, an Alltoallw datatype is
 freed and made again (a freed datatype's object must never find a plan: the cache drops them
 all, and every shape's next call takes the full path).
 Prints SHAPES ok <hits> <misses>.
@@ -28,6 +29,7 @@ rank, size = world.Get_rank(), world.Get_size()
 algorithm, calls = sys.argv[1], int(sys.argv[2])
 SHAPES = 6
 rng = random.Random(2024)          # the same draws on every rank
+EVERY = MPI.INT64_T.Create_resized(0, 16).Commit()     # an int64 every 16 bytes
 
 
 def values(src, dst, n, dtype, k):
@@ -49,20 +51,26 @@ def alltoall(pc, shape, k):
 
 
 def alltoallv(pc, spec, k):
-    counts, in_place = spec            # in place: counts symmetric, as MPI requires
+    counts, in_place, strided = spec   # in place: counts symmetric, as MPI requires
     out, into = counts[rank], [counts[q][rank] for q in range(size)]
     sd = np.concatenate(([0], np.cumsum(out)[:-1])).tolist()
     rd = np.concatenate(([0], np.cumsum(into)[:-1])).tolist()
     send = np.concatenate([values(rank, q, out[q], np.int64, k) for q in range(size)])
     got, want = np.full((2, sum(into)), -1, np.int64)
+    kind = []
+    if strided:          # every other int64 of the buffers: a side MPI packs (staged)
+        kind, send, got, want = [EVERY], np.repeat(send, 2), np.repeat(got, 2), np.repeat(want, 2)
     if in_place:
         got[:], want[:] = send, send
-        world.Alltoallv(MPI.IN_PLACE, [want, (into, rd)])
-        pc.Alltoallv(MPI.IN_PLACE, [got, (into, rd)], algorithm=algorithm)
+        world.Alltoallv(MPI.IN_PLACE, [want, (into, rd), *kind])
+        pc.Alltoallv(MPI.IN_PLACE, [got, (into, rd), *kind], algorithm=algorithm)
     else:
-        world.Alltoallv([send, (out, sd)], [want, (into, rd)])
-        pc.Alltoallv([send, (out, sd)], [got, (into, rd)], algorithm=algorithm)
+        world.Alltoallv([send, (out, sd), *kind], [want, (into, rd), *kind])
+        pc.Alltoallv([send, (out, sd), *kind], [got, (into, rd), *kind], algorithm=algorithm)
     assert np.array_equal(got, want), ("Alltoallv", spec)
+    if strided:
+        assert np.all(want[1::2] == -1) or in_place, "MPI wrote between the elements"
+        want = want[::2]
     assert np.array_equal(want, np.concatenate(
         [values(q, rank, into[q], np.int64, k) for q in range(size)]))
 
@@ -90,7 +98,7 @@ def alltoallw(pc, spec, k):
 def plans_made(kind, shape):
     """Whether the algorithm leaves a plan for this call (its contract): in place, an
     Alltoallv's or Alltoallw's is MPI's only."""
-    in_place = kind != "a" and shape[-1]
+    in_place = kind == "v" and shape[1] or kind == "w" and shape[2]
     if size == 1:
         return True                     # every call is a copy: MPI's, whose plan it leaves
     return algorithm == "mpi" or algorithm == "pap_direct" and not in_place
@@ -112,8 +120,8 @@ def main():
     shapes = {
         "a": [(1, np.int32, None), (7, np.float64, None), (7, np.float64, np.int64),
               (64, np.int32, None), (3, np.uint8, None), (100, np.int16, None)],
-        "v": [([[rng.randrange(1, 40) for _ in range(size)] for _ in range(size)], False)
-              for _ in range(SHAPES - 1)] + [(symmetric(), True)],
+        "v": [([[rng.randrange(1, 40) for _ in range(size)] for _ in range(size)], False,
+               s == 1) for s in range(SHAPES - 1)] + [(symmetric(), True, False)],
         "w": [(2 * (s + 1), [kinds[(q + s) % 3] for q in range(size)], s == SHAPES - 1)
               for s in range(SHAPES)],
     }
@@ -148,6 +156,7 @@ def main():
         assert len(cache) == len(model), (len(cache), len(model))
     pair.Free()
     swap.Free()
+    EVERY.Free()
     print(f"SHAPES ok {hits} {misses}", flush=True)
 
 
