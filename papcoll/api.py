@@ -128,6 +128,7 @@ class Communicator(MPI.Intracomm):
             raise CommunicatorStateError(_IN_USE)
         try:
             self._ctx = None
+            vars(self).pop("_entry", None)     # the class's, which serves nothing
             ctx.close()
         finally:
             ctx.lock.release()

@@ -50,6 +50,15 @@ with papcoll.Communicator(world, trace=True) as pc:
 
 pc.close()                                          # a second close is harmless
 assert "closed" in raises(papcoll.CommunicatorStateError, pc.Alltoall, send, recv)
+plain = papcoll.Communicator(world)                 # a shape its plan serves, then closed:
+for _ in range(2):
+    plain.Alltoall(send, recv, algorithm="mpi")
+cache = plain._ctx.cache
+assert cache.hits == 1 and np.array_equal(recv, want), cache.hits
+plain.close()
+assert "closed" in raises(papcoll.CommunicatorStateError, plain.Alltoall, send, recv,
+                          algorithm="mpi")
+assert cache.hits == 1 and len(cache) == 0
 
 # Communicators papcoll cannot use: papcoll's own error, naming what it got.
 assert "got MPI.COMM_NULL" in raises(papcoll.PapcollError, papcoll.Communicator, MPI.COMM_NULL)
