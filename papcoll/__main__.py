@@ -19,10 +19,10 @@ def _bytes(bound):
 
 
 def _shape(row):
-    """A tuned row's shape: the only communicators it serves."""
+    """A row's shape: the only communicators (and MPI library) it serves."""
     said = [f"{label}={value}" for label, value in (
         ("N", row.processes), ("nodes", row.nodes), ("ppn", row.ppn),
-        ("transport", row.transport)) if value is not None]
+        ("transport", row.transport), ("library", row.library)) if value is not None]
     return f"  only {' '.join(said)}" if said else ""
 
 

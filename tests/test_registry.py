@@ -2,6 +2,7 @@
 from types import SimpleNamespace
 
 import pytest
+from mpi4py import MPI
 
 import papcoll
 from papcoll import config
@@ -97,9 +98,17 @@ def test_alltoallv_and_alltoallw_rows_serve_their_call_alone(call, nodes, chosen
     ("alltoallw", [2, 2], False, "mpi"), ("alltoallw", [1, 1, 1, 1], False, "mpi"),
     ("alltoallw", [2, 2], True, "pap_direct"), ("alltoallw", [4], True, "mpi"),
     ("alltoallv", [2, 2], True, "mpi"), ("alltoallv", [2, 2], False, "mpi")])
-def test_the_shipped_table_gives_alltoallw_to_pap_direct_only_on_crowded_nodes(
-        call, nodes, crowded, chosen):
-    assert policy.choose(fake_ctx(nodes, crowded), None, call) == chosen
+@pytest.mark.parametrize("library", policy.LIBRARIES)
+def test_the_shipped_table_gives_alltoallw_to_pap_direct_only_on_crowded_nodes_with_mpich(
+        monkeypatch, library, call, nodes, crowded, chosen):
+    monkeypatch.setattr(policy, "library", lambda: library)
+    expected = chosen if library == "MPICH" else "mpi"
+    assert policy.choose(fake_ctx(nodes, crowded), None, call) == expected
+
+
+def test_the_library_is_named_as_rows_name_it():
+    assert policy.library() in (*policy.LIBRARIES, "other")
+    assert MPI.Get_library_version().startswith(policy.library())
 
 
 @pytest.mark.parametrize("rows,where", [
@@ -120,6 +129,8 @@ def test_the_shipped_table_gives_alltoallw_to_pap_direct_only_on_crowded_nodes(
      r"row 0: min_block is above"),
     ('[{"topology": "any", "algorithm": "mpi", "measured": ""}, {"where": "any"}]',
      r"row 1, field 'where': unknown"),
+    ('[{"topology": "any", "algorithm": "mpi", "measured": "", "library": "LAM"}]',
+     r"row 0, field 'library': 'LAM' is not one of"),
     ('[]', "top level"),
 ])
 def test_a_malformed_policy_table_names_its_row_and_field(rows, where):

@@ -12,12 +12,15 @@ on this communicator wins. Every input is the same on every rank of a call -- a 
 creation meeting checks that every rank read the same tuning file (context.py) -- so every
 rank chooses alike.
 """
+import functools
 import hashlib
 import json
 import os
 from dataclasses import dataclass, fields
 from importlib import resources
 from pathlib import Path
+
+from mpi4py import MPI
 
 from .. import config, transport
 from ..errors import AlgorithmError, ConfigError
@@ -27,6 +30,15 @@ DEFAULT_FILE = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config"
     / "tuning.json"
 TOPOLOGIES = ("single-node", "multi-node", "multi-node spare", "any")
 CALLS = ("alltoall", "alltoallv", "alltoallw")
+LIBRARIES = ("MPICH", "Open MPI")
+
+
+@functools.cache
+def library():
+    """The MPI library's family, as a row names it (one of LIBRARIES, else "other"): every rank
+    of a job runs the same library, so every rank chooses alike."""
+    version = MPI.Get_library_version()
+    return next((name for name in LIBRARIES if version.startswith(name)), "other")
 
 
 @dataclass(frozen=True)
@@ -42,6 +54,7 @@ class Row:
     ppn: int | None = None        # the largest node's processes
     transport: str | None = None  # between nodes
     call: str = "alltoall"        # or "alltoallv", "alltoallw" (which take no size bounds)
+    library: str | None = None    # the MPI library it was measured against (None: any)
 
     def admits(self, block, size):
         return ((self.max_call is None or block * size <= self.max_call)
@@ -55,6 +68,7 @@ class Row:
         return ((self.processes is None or self.processes == ctx.size)
                 and (self.nodes is None or self.nodes == len(topo.nodes))
                 and (self.ppn is None or self.ppn == topo.ppn)
+                and (self.library is None or self.library == library())
                 and (self.transport is None
                      or (len(topo.nodes) > 1 and self.transport == transport.choose())))
 
@@ -92,6 +106,9 @@ def load(text, source):
             if value is not None and (type(value) is not int or value < 0):
                 raise bad(f"row {i}, field {key!r}", f"wants a count >= 0, not {value!r}",
                           line.get(key))
+        if entry.get("library") not in (None, *LIBRARIES):
+            raise bad(f"row {i}, field 'library'", f"{entry['library']!r} is not one of "
+                      f"{LIBRARIES}", line.get("library"))
         if entry.get("transport") not in (None, *transport.TRANSPORTS):
             raise bad(f"row {i}, field 'transport'", f"{entry['transport']!r} is not one of "
                       f"{tuple(transport.TRANSPORTS)}", line.get("transport"))
