@@ -11,6 +11,12 @@ master (local rank 0).
 Discovery is collective and bounded (rendezvous.py): one meeting, then the one blocking MPI call
 it needs (``Split_type``), then a second meeting that carries what every rank found. No
 communicator outlives it: the processes of a node meet over papcoll's private communicator.
+
+A machine is *crowded* when it runs more processes than it has cores: this communicator's
+processes there against the cores they may use, or the whole job's processes there (as the
+launcher says: MPICH's hydra ``MPI_LOCALNRANKS``, Open MPI's ``OMPI_COMM_WORLD_LOCAL_SIZE``)
+against the machine's cores -- a row of a Cartesian grid of 4 processes on 2 cores has a core
+per process only on paper: the other row's processes take their turns on the same cores.
 """
 import os
 from dataclasses import dataclass
@@ -27,7 +33,7 @@ class Topology:
     node_of: list        # node index of every rank
     nodes: list          # ranks of every node, ascending
     emulated: bool
-    crowded: bool        # my machine runs more of these processes than they have cores
+    crowded: bool        # my machine runs more processes than it has cores (see above)
     crowded_anywhere: bool   # some machine does: the same on every rank, for the policy
 
     @property
@@ -66,7 +72,8 @@ def discover(comm, deadline, node_size=FROM_ENV):
     finally:
         machine.Free()
     found = rendezvous.exchange(comm, "topology found", (mates, sorted(os.sched_getaffinity(0)),
-                                                         MPI.COMM_WORLD.Get_rank()), deadline)
+                                                         MPI.COMM_WORLD.Get_rank(),
+                                                         _job_crowded()), deadline)
     if node_size is None:
         leaders = [min(found[r][0]) for r in range(size)]
     else:                   # the emulated node of world rank w is w // k, in every communicator
@@ -78,11 +85,23 @@ def discover(comm, deadline, node_size=FROM_ENV):
     node_of = [node_ids.index(leader) for leader in leaders]
     nodes = [[r for r in range(size) if node_of[r] == n] for n in range(len(node_ids))]
     def crowded(machine):
-        return len(machine) > len(set().union(*(found[r][1] for r in machine)))
+        return (len(machine) > len(set().union(*(found[r][1] for r in machine)))
+                or any(found[r][3] for r in machine))
 
     return Topology(rank, size, node_of, nodes, emulated=node_size is not None,
                     crowded=crowded(mates),
                     crowded_anywhere=any(crowded(found[r][0]) for r in range(size)))
+
+
+def _job_crowded():
+    """Whether the launcher says the job runs more processes on this machine than it has
+    cores (False where it says nothing)."""
+    for name in ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE"):
+        try:
+            return int(os.environ[name]) > (os.cpu_count() or 1)
+        except (KeyError, ValueError):
+            continue
+    return False
 
 
 def _ranks_in(sub, comm):

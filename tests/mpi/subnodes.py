@@ -3,9 +3,12 @@ process, not the communicator. Run on 4 processes with PAPCOLL_NODE_SIZE=2: worl
 and {2, 3} are the two emulated nodes, and every communicator of these processes must see them
 so -- the rows and columns of a 2 x 2 grid (Split by rank % 2 and by rank // 2, as a pencil
 FFT's Sub communicators are), and a communicator whose ranks order the world's 0, 2, 1, 3 (its
-nodes hold non-consecutive ranks). On each, Alltoall by the algorithms valid there against MPI's
+nodes hold non-consecutive ranks). Each is crowded exactly when the job's 4 processes
+outnumber the machine's cores. On each, Alltoall by the algorithms valid there against MPI's
 own, on data naming source, destination and index, at a small and a large (CMA) block size.
 Rank 0 prints SUBNODES OK."""
+import os
+
 import numpy as np
 from mpi4py import MPI
 
@@ -35,6 +38,9 @@ def check(pc, label):
     want = expected_nodes(pc)
     assert topo.nodes == want, (label, rank, topo.nodes, want)
     assert topo.emulated
+    # One machine: crowded by the job's 4 processes where they outnumber its cores, whatever
+    # this communicator holds (a row of 2 on 2 cores shares them with the other row).
+    assert topo.crowded == topo.crowded_anywhere == (size > (os.cpu_count() or 1)), label
     worlds = pc.allgather(rank)
     for node in topo.nodes:           # one emulated node of the world per node, whole
         assert len({worlds[r] // K for r in node}) == 1, (label, topo.nodes, worlds)
