@@ -165,11 +165,15 @@ class Communicator(MPI.Intracomm):
     def _call(self, served, site, sendbuf, recvbuf, full):
         """A call the Entry did not serve (``served``: False, no plan of ``site`` has its
         shape; None, not tried: the Communicator's state or lock stands in the way): after
-        the checks ``_enter`` makes, a plan may still serve it, else ``full(ctx)``."""
+        the checks ``_enter`` makes, a plan may still serve it, else ``full(ctx)``, which
+        returns the plan it left for the call's shape, if any, and the name its calls are
+        said to be served by (None: the plan's algorithm)."""
         ctx = self._enter()
         try:
             if served is False or not ctx.entry.run(site, sendbuf, recvbuf):
-                full(ctx)
+                plan, chosen = full(ctx)
+                if plan is not None:          # the next calls of this shape: from C
+                    ctx.cache.keep(site, plan, chosen)
         finally:
             ctx.lock.release()
 
@@ -202,10 +206,7 @@ class Communicator(MPI.Intracomm):
             check(name)
             mpi = ctx.algorithm("mpi")     # nothing collective to set up
             mpi.alltoall(send, recv)
-            plan = mpi.plan(sendbuf, recvbuf, recv)
-            if plan is not None:           # the next calls of this shape: MPI's, from C
-                ctx.cache.keep(("a", algorithm), plan, name)
-            return
+            return mpi.plan(sendbuf, recvbuf, recv), name
         ctx.algorithm_class(name)      # an unknown or impossible one: an error, nothing broken
         ctx.trace.begin(name, ctx.calls)
         token = config.adopt(ctx.settings)   # config.* give the settings agreed at creation
@@ -219,9 +220,7 @@ class Communicator(MPI.Intracomm):
             config.restore(token)
         ctx.trace.end()
         # The same algorithm= and the same buffer shape take the same route: the plan's.
-        plan = algo.plan(sendbuf, recvbuf, recv)
-        if plan is not None:
-            ctx.cache.keep(("a", algorithm), plan)
+        return algo.plan(sendbuf, recvbuf, recv), None
 
     def Alltoallv(self, sendbuf, recvbuf, *, algorithm=None):
         """Like ``MPI.Comm.Alltoallv`` (mpi4py's buffer specs: counts and displacements per
@@ -254,21 +253,17 @@ class Communicator(MPI.Intracomm):
             raise AlgorithmError(f"{name} serves no Alltoallv or Alltoallw; these do: "
                                  f"{', '.join(policy.variable())} (or 'auto')")
         ctx.chosen = name
-        site = ("w" if w else "v", algorithm)
         if ctx.size == 1 and w and (algorithm or ctx.forced) != "mpi":
             # Open MPI 5.0.11's own MPI_Alltoallw on one process moves nothing to the byte
             # displacements it is given and writes past the buffer instead (heap corruption
             # on COMM_SELF): so papcoll copies, and leaves no plan, unless told "mpi".
             send.pack()
             copy_own(send, recv, 0)
-            return
+            return None, None
         if ctx.size == 1:           # MPI's own call is the copy, as in _full_path
             mpi = ctx.algorithm("mpi")
             mpi.alltoallv(send, recv, (w, sendbuf, recvbuf))
-            plan = mpi.planv(sendbuf, recvbuf, send, recv)
-            if plan is not None:
-                ctx.cache.keep(site, plan, name)
-            return
+            return mpi.planv(sendbuf, recvbuf, send, recv), name
         ctx.trace.begin(name, ctx.calls)
         token = config.adopt(ctx.settings)
         try:
@@ -280,9 +275,7 @@ class Communicator(MPI.Intracomm):
         finally:
             config.restore(token)
         ctx.trace.end()
-        plan = algo.planv(sendbuf, recvbuf, send, recv)
-        if plan is not None:
-            ctx.cache.keep(site, plan)
+        return algo.planv(sendbuf, recvbuf, send, recv), None
 
     # ---- nonblocking and persistent calls (requests.py) -------------------------------------
 
