@@ -14,8 +14,8 @@ user's buffer itself; otherwise it is a staging array in packed order, filled (s
 emptied (receive) by MPI_Pack / MPI_Unpack with the user's own datatype, block by block: the
 bytes a block moves are exactly MPI's typemap of it. Checks: lengths of the lists, counts not
 negative, every byte a block's typemap touches inside the buffer, receive blocks that do not
-overlap (contiguous ones by their ranges, others byte by byte), and my block to myself as
-long as the one I expect from myself.
+overlap (contiguous ones by their ranges, a transpose's subarrays by their boxes, others byte
+by byte), and my block to myself as long as the one I expect from myself.
 """
 
 import numpy as np
@@ -238,10 +238,42 @@ def _check_overlap(view, counts, starts, types, contiguous, name, what):
                 raise BufferSpecError(f"{what}: {name}'s blocks from ranks {min(q1, q2)} and "
                                       f"{max(q1, q2)} overlap (bytes {s2} to {min(e1, e2)})")
         return
-    covered = _coverage(view.nbytes, counts, starts, types)
+    covered = _boxes(counts, starts, types)
+    if covered is False:
+        covered = _coverage(view.nbytes, counts, starts, types)
     if covered is not None:
         raise BufferSpecError(f"{what}: {name}'s blocks from ranks {covered[0]} and "
                               f"{covered[1]} overlap")
+
+
+def _boxes(counts, starts, types):
+    """The first two ranks whose receive blocks share a byte, None, or False where this
+    cannot tell. It tells for the blocks of a transpose: one subarray each, of one array
+    (sizes, order, a predefined element) at one start. A subarray's elements are distinct
+    elements of the array, each its own extent of bytes, so two blocks share a byte exactly
+    when their boxes intersect in every dimension; no byte of the buffer need be read."""
+    shapes, lows, highs, ranks = set(), [], [], []
+    for q, (count, start, datatype) in enumerate(zip(counts, starts, types)):
+        if not count or not datatype.Get_size():
+            continue
+        if count != 1 or datatype.is_predefined or datatype.combiner != MPI.COMBINER_SUBARRAY:
+            return False
+        element, _, box = datatype.decode()
+        if not element.is_predefined:
+            element.Free()           # Get_contents' copy of a derived type: ours to free
+            return False
+        shapes.add((start, tuple(box["sizes"]), box["order"], element.Get_extent()[1]))
+        lows.append(box["starts"])
+        highs.append([s + n for s, n in zip(box["starts"], box["subsizes"])])
+        ranks.append(q)
+    if len(shapes) > 1 or len(ranks) > 2048:
+        return False
+    if len(ranks) < 2:
+        return None
+    low, high = np.array(lows), np.array(highs)
+    meet = np.all((low[:, None] < high[None]) & (low[None] < high[:, None]), axis=2)
+    pairs = np.argwhere(np.triu(meet, 1))
+    return None if not len(pairs) else (ranks[pairs[0][0]], ranks[pairs[0][1]])
 
 
 def _coverage(nbytes, counts, starts, types):

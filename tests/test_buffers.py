@@ -90,3 +90,41 @@ def test_contiguous_derived_type_matches_its_base_type():
     pair = MPI.INT.Create_contiguous(2).Commit()
     send, recv = parse_alltoall([np.zeros(6, np.int32), pair], np.zeros(6, np.int32), N)
     assert send.block == recv.block == 8
+
+
+def test_subarray_boxes_judge_overlap_as_the_bytes_do():
+    """The receive blocks of a transpose (a subarray each, of one array) are judged by their
+    boxes: the same verdict as marking every byte, on random boxes that do and do not meet,
+    and no verdict where the boxes alone cannot tell."""
+    from papcoll.vbuffers import _boxes, _coverage
+    rng = np.random.default_rng(7)
+    sizes = [6, 5, 4]
+    made, verdicts = [], set()
+    for trial in range(60):
+        n = int(rng.integers(2, 5))
+        types = []
+        for _ in range(n):
+            lo = [int(rng.integers(0, s)) for s in sizes]
+            sub = [int(rng.integers(1, s - l + 1)) for s, l in zip(sizes, lo)]
+            types.append(MPI.DOUBLE.Create_subarray(sizes, sub, lo,
+                                                    order=[MPI.ORDER_C, MPI.ORDER_F][trial % 2]))
+        types = [t.Commit() for t in types]
+        made += types
+        counts, starts = [1] * n, [8] * n
+        boxed = _boxes(counts, starts, types)
+        marked = _coverage(8 + 8 * 120, counts, starts, types)
+        assert (boxed is None) == (marked is None), (boxed, marked)
+        verdicts.add(boxed is None)
+        if boxed is not None:        # the pair named shares a byte
+            assert _coverage(8 + 8 * 120, [1, 1], [8, 8], [types[i] for i in boxed]) is not None
+    assert verdicts == {True, False}
+    a, b = made[:2]
+    assert _boxes([1, 1], [0, 8], [a, b]) is False               # two starts
+    assert _boxes([2, 1], [0, 0], [a, b]) is False               # a count of two
+    vec = MPI.DOUBLE.Create_vector(2, 1, 3).Commit()
+    assert _boxes([1, 1], [0, 0], [a, vec]) is False
+    pair = MPI.DOUBLE.Create_contiguous(2).Commit()
+    derived = pair.Create_subarray([4], [2], [0]).Commit()
+    assert _boxes([1, 1], [0, 0], [derived, derived]) is False   # a derived element
+    for t in made + [vec, pair, derived]:
+        t.Free()
