@@ -13,11 +13,9 @@ creation meeting checks that every rank read the same tuning file (context.py) -
 rank chooses alike.
 """
 import functools
-import hashlib
 import json
 import os
 from dataclasses import dataclass, fields
-from importlib import resources
 from pathlib import Path
 
 from mpi4py import MPI
@@ -179,6 +177,7 @@ class Tuning:
             self.error = (f"PAPCOLL_TUNING_FILE={named!r}: {err.strerror}" if named else
                           f"tuning file {self.path}: {err.strerror}")
             return
+        import hashlib        # here: only a tuning file needs it (3 of the 27 ms of import)
         self.digest = hashlib.sha256(data).hexdigest()
         try:
             self.rows = load(data.decode("utf-8", "replace"), self.path)
@@ -211,7 +210,7 @@ def disagreement(said):
         "same file, PAPCOLL_TUNING_FILE)")
 
 
-SOURCE = resources.files(__package__).joinpath("policy.json")
+SOURCE = Path(__file__).with_name("policy.json")
 TABLE = load(SOURCE.read_text(), SOURCE.name)
 
 

@@ -22,7 +22,6 @@ its name.
 import errno
 import mmap
 import os
-import secrets
 
 import numpy as np
 
@@ -145,7 +144,7 @@ class Segment:
 def _create(nbytes):
     """A new 0600 shared memory object of nbytes: its name, or the TransportError."""
     for _ in range(8):
-        name = f"{PREFIX}{os.getpid()}-{secrets.token_hex(6)}"
+        name = f"{PREFIX}{os.getpid()}-{os.urandom(6).hex()}"
         path = os.path.join(SHM_DIR, name)
         try:
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)

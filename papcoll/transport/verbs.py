@@ -23,7 +23,7 @@ Device choice: ``PAPCOLL_IB_DEVICE`` (else the first device with an ACTIVE port)
 GID of an IPv4 address, else index 0).
 """
 import mmap
-import random
+import os
 
 import numpy as np
 
@@ -282,7 +282,7 @@ class _Local:
                                       cap=cap, sq_sig_all=0)
         self.qps = {peer: self._keep(self.qp_mod.QP(self.pd, init))
                     for peer in range(n) if peer != comm.Get_rank()}
-        self.psns = {peer: random.randrange(1 << 24) for peer in self.qps}
+        self.psns = {peer: int.from_bytes(os.urandom(3), 'little') for peer in self.qps}
 
     def _keep(self, resource):
         self._opened.append(resource)
