@@ -8,7 +8,7 @@
  * buffers, checks that they still have that shape, and runs the whole call with the GIL
  * released. Anything it does not recognise it declines, untouched, and the caller takes the
  * full Python path, which also produces every error message. The shape rules live here only:
- * bind() reads a checked call's buffers, alltoall() compares; bindv() and alltoallv() do the
+ * bind() reads a checked call's buffers, alltoall() compares; bindv() and alltoall() do the
  * same for Alltoallv.
  */
 #include "papcoll_call.h"
@@ -144,11 +144,12 @@ static int run_segment(const struct pc_plan *p, const char *send, char *recv)
     return rc == 0 ? 1 : rc;
 }
 
-/* Copy-based PAP Direct by the engine: 1 done, or the engine's rc for the call it left in
- * calls[epoch % 2] (-ETIMEDOUT after the slice: the caller resumes it, -EPROTO, a transport's
- * failure). In place, the blocks go out of the plan's spare copy: peers' blocks land in recv
- * while mine for them may still be read. */
-static int run_engine(const struct pc_plan *p, const char *send, char *recv, int in_place)
+/* Copy-based PAP Direct by the engine, run for slice_ns: 1 done, or the engine's rc for the
+ * call it left in calls[epoch % 2] (-ETIMEDOUT after the slice: the caller resumes it,
+ * -EPROTO, a transport's failure). In place, the blocks go out of the plan's spare copy:
+ * peers' blocks land in recv while mine for them may still be read. */
+static int run_engine(const struct pc_plan *p, const char *send, char *recv, int in_place,
+                      int64_t slice_ns)
 {
     uint64_t epoch = ++*p->epoch;
     struct pc_xcall *c = p->calls[epoch % 2];
@@ -164,7 +165,7 @@ static int run_engine(const struct pc_plan *p, const char *send, char *recv, int
     }
     int rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = pc_xcall_run(c, p->slice_ns);
+    rc = pc_xcall_run(c, slice_ns);
     Py_END_ALLOW_THREADS
     return rc;
 }
@@ -191,55 +192,92 @@ static int run_hier(struct pc_plan *p, const char *send, char *recv, int in_plac
     return rc;
 }
 
-/* alltoall(plan, sendbuf, recvbuf) -> 1 done, 0 declined (nothing touched: no plan, not
- * armed, or buffers of another shape), or < 0: the call is left for the algorithm to finish
- * or to raise (the run_* say which values). plan: a struct pc_plan's address, or None. */
-static PyObject *alltoall(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+/* A call of Alltoall plan p (see papcoll_call.h). Only the engine's and MPI's plans start:
+ * the algorithms that serve requests leave no others. */
+PyObject *pc_enter(struct pc_plan *p, PyObject *sendbuf, PyObject *recvbuf, enum pc_mode mode)
 {
-    (void)module;
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "alltoall(plan, sendbuf, recvbuf)");
-        return NULL;
-    }
-    if (args[0] == Py_None)
-        return PyLong_FromLong(0);
-    struct pc_plan *p = pc_plan_of(args[0]);
-    if (p == NULL)
-        return PyErr_Occurred() ? NULL : PyLong_FromLong(0);
     Py_buffer s, r;
     int in_place;
-    if (!p->armed || !hold(p->datatype, args[1], args[2], &s, &r, &in_place))
-        return PyLong_FromLong(0);
+    if (p == NULL || !p->armed || !hold(p->datatype, sendbuf, recvbuf, &s, &r, &in_place))
+        return PyErr_Occurred() ? NULL : PyLong_FromLong(0);
     if (!shaped(p, &r) || (!in_place && !shaped(p, &s))) {
         pc_release(&s, &r, in_place);
         return PyLong_FromLong(0);
     }
-    int rc = p->kind == PC_PLAN_SEGMENT ? run_segment(p, s.buf, r.buf)
-             : p->kind == PC_PLAN_ENGINE ? run_engine(p, s.buf, r.buf, in_place)
+    int rc;
+    if (mode == PC_PROBE)
+        rc = 1;
+    else if (mode == PC_START)
+        rc = p->kind == PC_PLAN_ENGINE ? run_engine(p, s.buf, r.buf, in_place, 0)
+             : p->kind == PC_PLAN_MPI  ? PC_MPI_STARTS
+                                       : 0;
+    else
+        rc = p->kind == PC_PLAN_SEGMENT  ? run_segment(p, s.buf, r.buf)
+             : p->kind == PC_PLAN_ENGINE ? run_engine(p, s.buf, r.buf, in_place, p->slice_ns)
              : p->kind == PC_PLAN_HIER   ? run_hier(p, s.buf, r.buf, in_place)
                                          : run_mpi(p, s.buf, r.buf, in_place);
     pc_release(&s, &r, in_place);
     return PyErr_Occurred() ? NULL : PyLong_FromLong(rc);
 }
 
+static int variable(const struct pc_plan *p)
+{
+    return p->kind == PC_PLAN_MPIV || p->kind == PC_PLAN_VAR || p->kind == PC_PLAN_MPIW;
+}
+
+/* The call (plan, sendbuf, recvbuf) of a Python entry, in mode, by the plan's kind. */
+static PyObject *entered(PyObject *const *args, Py_ssize_t nargs, enum pc_mode mode,
+                         const char *usage)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, usage);
+        return NULL;
+    }
+    struct pc_plan *p = args[0] == Py_None ? NULL : pc_plan_of(args[0]);
+    if (p == NULL && PyErr_Occurred())
+        return NULL;
+    return (p != NULL && variable(p) ? pc_enterv : pc_enter)(p, args[1], args[2], mode);
+}
+
+/* alltoall(plan, sendbuf, recvbuf) -> 1 done, 0 declined (nothing touched: no plan, not
+ * armed, or buffers of another shape), or < 0: the call is left for the algorithm to finish
+ * or to raise (the run_* say which values). plan: a struct pc_plan's address, or None. An
+ * Alltoallv plan's call likewise. */
+static PyObject *alltoall(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    return entered(args, nargs, PC_RUN, "alltoall(plan, sendbuf, recvbuf)");
+}
+
+/* start(plan, sendbuf, recvbuf) -> a request's start: as alltoall(), or PC_MPI_STARTS. */
+static PyObject *start(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    return entered(args, nargs, PC_START, "start(plan, sendbuf, recvbuf)");
+}
+
+/* probe(plan, sendbuf, recvbuf) -> 1 when the plan takes the call, else 0; nothing runs. */
+static PyObject *probe(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    return entered(args, nargs, PC_PROBE, "probe(plan, sendbuf, recvbuf)");
+}
+
 /* The call run by plans[*index], the first plan of the tuple (plan addresses, Alltoall's or
- * Alltoallv's) that has its shape: its rc, as alltoall()'s or alltoallv()'s; 0 with *index -1
- * when every plan declined, nothing touched; -1 with a Python error. A call site's several
- * shapes (callcache.py) are tried in one entry into C (papcoll_entry.c). */
-long pc_first(PyObject *module, PyObject *plans, PyObject *sendbuf, PyObject *recvbuf,
-              Py_ssize_t *index)
+ * Alltoallv's) that has its shape: its rc, as alltoall()'s; 0 with *index -1 when every plan
+ * declined, nothing touched; -1 with a Python error. A call site's several shapes
+ * (callcache.py) are tried in one entry into C (papcoll_entry.c). */
+long pc_first(PyObject *plans, PyObject *sendbuf, PyObject *recvbuf, Py_ssize_t *index)
 {
     *index = -1;
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(plans); i++) {
-        PyObject *call[3] = {PyTuple_GET_ITEM(plans, i), sendbuf, recvbuf};
-        struct pc_plan *p = pc_plan_of(call[0]);
+        struct pc_plan *p = pc_plan_of(PyTuple_GET_ITEM(plans, i));
         if (p == NULL) {
             if (!PyErr_Occurred())
                 PyErr_SetString(PyExc_ValueError, "papcoll: a call site holds no plan");
             return -1;
         }
-        int v = p->kind == PC_PLAN_MPIV || p->kind == PC_PLAN_VAR || p->kind == PC_PLAN_MPIW;
-        PyObject *rc = (v ? pc_alltoallv : alltoall)(module, call, 3);
+        PyObject *rc = (variable(p) ? pc_enterv : pc_enter)(p, sendbuf, recvbuf, PC_RUN);
         if (rc == NULL)
             return -1;
         long done = PyLong_AsLong(rc);
@@ -333,8 +371,10 @@ static PyMethodDef methods[] = {
      "alltoall(plan, sendbuf, recvbuf): 1 done, 0 declined, < 0 left to the algorithm."},
     {"bind", (PyCFunction)(void (*)(void))bind, METH_FASTCALL,
      "bind(plan, sendbuf, recvbuf, datatype, sig): arm the plan for calls of this shape."},
-    {"alltoallv", (PyCFunction)(void (*)(void))pc_alltoallv, METH_FASTCALL,
-     "alltoallv(plan, sendbuf, recvbuf): as alltoall, for Alltoallv plans."},
+    {"start", (PyCFunction)(void (*)(void))start, METH_FASTCALL,
+     "start(plan, sendbuf, recvbuf) -> a request's start by the plan (papcoll_call.h)"},
+    {"probe", (PyCFunction)(void (*)(void))probe, METH_FASTCALL,
+     "probe(plan, sendbuf, recvbuf) -> whether the plan takes the call; nothing runs"},
     {"bindv", (PyCFunction)(void (*)(void))pc_bindv, METH_FASTCALL,
      "bindv(plan, sendbuf, recvbuf, sig): arm an Alltoallv plan for calls of this shape."},
     {"resume", (PyCFunction)(void (*)(void))resume, METH_FASTCALL,

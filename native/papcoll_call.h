@@ -21,12 +21,22 @@ void pc_release(Py_buffer *s, Py_buffer *r, int in_place);
  * Python error when its staged receive side could not be unpacked. */
 int pc_var_end(struct pc_plan *p, int rc);
 
-long pc_first(PyObject *module, PyObject *plans, PyObject *sendbuf, PyObject *recvbuf,
-              Py_ssize_t *index);
+/* How a call enters a plan: run (a blocking call); start (a request's: the engine makes one
+ * pass and returns, resume() goes on; an MPI plan runs nothing and says PC_MPI_STARTS, the
+ * caller starts MPI's nonblocking call); probe (only whether the plan takes the call). */
+enum pc_mode { PC_RUN, PC_START, PC_PROBE };
+#define PC_MPI_STARTS 2
+
+/* The call of sendbuf and recvbuf entered into plan p (NULL: declined) in mode: 1 done (a
+ * probe: taken), 0 declined with nothing touched, PC_MPI_STARTS, or < 0, left to the
+ * algorithm (papcoll_call.c's run_* say which values); NULL with a Python error. */
+PyObject *pc_enter(struct pc_plan *p, PyObject *sendbuf, PyObject *recvbuf, enum pc_mode mode);
+PyObject *pc_enterv(struct pc_plan *p, PyObject *sendbuf, PyObject *recvbuf, enum pc_mode mode);
+
+long pc_first(PyObject *plans, PyObject *sendbuf, PyObject *recvbuf, Py_ssize_t *index);
 /* Add the Entry type (papcoll_entry.c) to the module: 0, or -1 with a Python error. */
 int pc_add_entry(PyObject *module);
 
-PyObject *pc_alltoallv(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *pc_bindv(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
 #endif

@@ -1,6 +1,6 @@
-/* papcoll._native's Alltoallv plans: alltoallv() and bindv(), the same idea as alltoall() and
+/* papcoll._native's Alltoallv plans: pc_enterv() and bindv(), the same idea as pc_enter() and
  * bind() (papcoll_call.c) for calls with a count per process. The shape rules of these calls
- * live here only: bindv() reads a checked call's specs and buffers, alltoallv() compares. */
+ * live here only: bindv() reads a checked call's specs and buffers, pc_enterv() compares. */
 #include "papcoll_call.h"
 
 #include <errno.h>
@@ -149,9 +149,9 @@ int pc_var_end(struct pc_plan *p, int rc)
 }
 
 /* pap_direct's Alltoallv/w: the engine's PC_VAR call over the user's buffers or a staged
- * side's staging; 1 done, 0 with a Python error (MPI_Pack's), or the engine's rc for the call
- * it left in calls[epoch % 2] (as run_engine; resume() ends it). */
-static int run_var(struct pc_plan *p, char *send, char *recv)
+ * side's staging, run for slice_ns; 1 done, 0 with a Python error (MPI_Pack's), or the
+ * engine's rc for the call it left in calls[epoch % 2] (as run_engine; resume() ends it). */
+static int run_var(struct pc_plan *p, char *send, char *recv, int64_t slice_ns)
 {
     const struct pc_vshape *s = &p->vshape[0], *r = &p->vshape[1];
     if (s->staging != NULL && staged(s, send, p->n, 0))
@@ -166,27 +166,25 @@ static int run_var(struct pc_plan *p, char *send, char *recv)
     memcpy(c->out + c->out_off[me], c->src + c->src_off[me], c->len[me]);
     int rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = pc_xcall_run(c, p->slice_ns);
+    rc = pc_xcall_run(c, slice_ns);
     Py_END_ALLOW_THREADS
     return pc_var_end(p, rc);
 }
 
-/* alltoallv(plan, sendbuf, recvbuf): as alltoall(), for an Alltoallv plan. */
-PyObject *pc_alltoallv(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+/* A call of Alltoallv plan p, as pc_enter's (papcoll_call.h). */
+PyObject *pc_enterv(struct pc_plan *p, PyObject *sendbuf, PyObject *recvbuf, enum pc_mode mode)
 {
-    (void)module;
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "alltoallv(plan, sendbuf, recvbuf)");
-        return NULL;
-    }
-    struct pc_plan *p = args[0] == Py_None ? NULL : pc_plan_of(args[0]);
     Py_buffer s, r;
     int in_place;
-    if (p == NULL || !p->armed || !vhold(p, args[1], args[2], &s, &r, &in_place))
+    if (p == NULL || !p->armed || !vhold(p, sendbuf, recvbuf, &s, &r, &in_place))
         return PyErr_Occurred() ? NULL : PyLong_FromLong(0);
     int rc;
-    if (p->kind == PC_PLAN_VAR) {
-        rc = run_var(p, s.buf, r.buf);
+    if (mode == PC_PROBE) {
+        rc = 1;
+    } else if (p->kind == PC_PLAN_VAR) {
+        rc = run_var(p, s.buf, r.buf, mode == PC_START ? 0 : p->slice_ns);
+    } else if (mode == PC_START) {
+        rc = PC_MPI_STARTS;
     } else {
         int w = p->kind == PC_PLAN_MPIW;
         Py_BEGIN_ALLOW_THREADS

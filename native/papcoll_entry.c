@@ -72,7 +72,7 @@ static int serve_locked(Entry *e, PyObject *site, PyObject *sendbuf, PyObject *r
     }
     Py_INCREF(entry); /* finish() may change the sites */
     Py_ssize_t i;
-    long rc = pc_first(NULL, PyTuple_GET_ITEM(entry, 0), sendbuf, recvbuf, &i);
+    long rc = pc_first(PyTuple_GET_ITEM(entry, 0), sendbuf, recvbuf, &i);
     int out = rc < 0 && i < 0 ? failed(e) : i < 0 ? 0 : 1;
     if (out == 1) {
         e->hits++;
@@ -258,8 +258,8 @@ static PyMethodDef entry_methods[] = {
 static PyMemberDef entry_members[] = {
     {"stale", T_BOOL, offsetof(Entry, stale), 0, "calls take Python's path first"},
     {"calls", T_ULONGLONG, offsetof(Entry, calls), 0, "calls begun"},
-    {"hits", T_ULONGLONG, offsetof(Entry, hits), READONLY, "calls a plan served"},
-    {"misses", T_ULONGLONG, offsetof(Entry, misses), READONLY, "calls no plan took"},
+    {"hits", T_ULONGLONG, offsetof(Entry, hits), 0, "calls a plan served"},
+    {"misses", T_ULONGLONG, offsetof(Entry, misses), 0, "calls no plan took"},
     {"tick", T_ULONGLONG, offsetof(Entry, tick), 0, "the clock of the plans' last use"},
     {"sites", T_OBJECT_EX, offsetof(Entry, sites), READONLY, "call site -> its plans"},
     {"chosen", T_OBJECT, offsetof(Entry, chosen), 0, "the algorithm of the last call"},

@@ -5,7 +5,7 @@ import weakref
 from mpi4py import MPI
 
 from . import _native, config, context, requests
-from .algorithms import AUTO, policy
+from .algorithms import policy
 from .algorithms.registry import check
 from .buffers import parse_alltoall
 from .errors import AlgorithmError, CommunicatorError, CommunicatorStateError
@@ -198,10 +198,7 @@ class Communicator(MPI.Intracomm):
     @staticmethod
     def _full_path(ctx, sendbuf, recvbuf, algorithm):
         send, recv = parse_alltoall(sendbuf, recvbuf, ctx.size)
-        name = algorithm or ctx.forced or AUTO
-        if name == AUTO:
-            name = policy.choose(ctx, recv.block)
-        ctx.chosen = name
+        name = ctx.chosen = policy.resolve(ctx, algorithm, "alltoall", recv.block)
         if ctx.size == 1:       # every algorithm is a copy here, MPI's: only the name counts
             check(name)
             mpi = ctx.algorithm("mpi")     # nothing collective to set up
@@ -244,11 +241,7 @@ class Communicator(MPI.Intracomm):
     @staticmethod
     def _full_variable(ctx, w, sendbuf, recvbuf, algorithm):
         send, recv = parse_alltoallv(sendbuf, recvbuf, ctx.size, ctx.rank, w, ctx.cache.layouts)
-        name = algorithm or ctx.forced or AUTO
-        if name not in (AUTO, algorithm) and not ctx.algorithm_class(name).variable:
-            name = AUTO                # PAPCOLL_ALGORITHM serves no Alltoallv: the policy
-        if name == AUTO:
-            name = policy.choose(ctx, None, "alltoallw" if w else "alltoallv")
+        name = policy.resolve(ctx, algorithm, "alltoallw" if w else "alltoallv")
         if not ctx.algorithm_class(name).variable:
             raise AlgorithmError(f"{name} serves no Alltoallv or Alltoallw; these do: "
                                  f"{', '.join(policy.variable())} (or 'auto')")

@@ -10,15 +10,17 @@ reads the size, the topology and the settings agreed at set-up). Whether a call 
 plan is decided in one place, the plan's own check in C (native/papcoll_call.c,
 papcoll_callv.c); a call tries its site's plans in one entry into C (the Context's Entry,
 native/papcoll_entry.c, which also takes the Communicator's lock and counts the call) and
-takes the full path only when none has its shape.
+takes the full path only when none has its shape. A request finds its plan the same way
+(:meth:`CallCache.find`, by the plan's own check) and starts by it (requests.py).
 
 Real programs alternate shapes: an FFT's forward and backward transposes, two per direction
 in a pencil decomposition, a multigrid's levels, a sort's counts then its data. So a site keeps
 every shape it has seen, up to CAPACITY plans per Communicator in all, and evicts the least
 recently used one beyond that (disarmed: the C state it points into stays with the
-algorithm). 16 holds a pencil FFT's four transposes per sub-communicator with room for a
-multigrid's levels, while a miss still tries few plans (each decline is a few comparisons)
-and the plans' spare copies (in-place engine calls) stay bounded.
+algorithm); a plan a request holds is pinned, never evicted meanwhile nor counted. 16 holds
+a pencil FFT's four transposes per sub-communicator with room for a multigrid's levels, while
+a miss still tries few plans (each decline is a few comparisons) and the plans' spare copies
+(in-place engine calls) stay bounded.
 """
 from collections import OrderedDict
 
@@ -58,17 +60,52 @@ class CallCache:
         if ctx.active is not None or ctx.dropped or ctx.closed or ctx.broken is not None:
             self.entry.stale = True
 
-    def keep(self, site, plan, chosen=None):
+    def keep(self, site, plan, chosen=None, pinned=False):
         """``plan``, bound to the shape of a call of ``site`` the full path just checked;
         ``chosen``: the algorithm its calls are said to be served by (``Communicator.chosen``),
         if not the plan's own (a 1-process communicator's calls are all MPI's copy, whatever
-        they resolved to: api.py)."""
+        they resolved to: api.py); ``pinned``: a request holds it (:meth:`pin`)."""
         plan.chosen = chosen or plan.algorithm.name
+        plan.pins += pinned
         _, plans, _, used = self.entry.sites.get(site, ((), (), (), []))
         self.entry.tick += 1
         self._publish(site, plans + (plan,), used + [self.entry.tick])
-        if len(self) > CAPACITY:
-            oldest = min(min(used) for _, _, _, used in self.entry.sites.values())
+        self._bound()
+
+    def find(self, site, sendbuf, recvbuf, serves):
+        """A request's plan: the first of ``site``'s, then of its requests' own site
+        (:func:`requests_site`), that takes this call and whose calls are said to be served
+        by an algorithm ``name`` that ``serves(name)`` (serves requests of this kind), its use
+        counted as a hit; or None, a miss. A blocking call's plan serves a request only where
+        both resolve to the same algorithm: one that serves both (policy.resolve)."""
+        for key in (site, requests_site(site)):
+            _, plans, chosen, used = self.entry.sites.get(key, ((), (), (), ()))
+            for i, plan in enumerate(plans):
+                if serves(chosen[i]) and plan.probe(sendbuf, recvbuf):
+                    self.entry.tick += 1
+                    used[i] = self.entry.tick
+                    self.entry.hits += 1
+                    return plan
+        self.entry.misses += 1
+        return None
+
+    def pin(self, plan):
+        """A request holds ``plan`` (while it is active, or for a persistent one until it is
+        freed): never evicted meanwhile, nor counted against CAPACITY."""
+        plan.pins += 1
+
+    def unpin(self, plan):
+        plan.pins -= 1
+        self._bound()
+
+    def _bound(self):
+        """Evict the least recently used unpinned plans beyond CAPACITY."""
+        while True:
+            free = [last for _, plans, _, used in self.entry.sites.values()
+                    for plan, last in zip(plans, used) if not plan.pins]
+            if len(free) <= CAPACITY:
+                return
+            oldest = min(free)
             self._remove(lambda plan, last: last == oldest)
 
     def datatype_freed(self):
@@ -104,6 +141,12 @@ class CallCache:
 
     def __len__(self):
         return sum(len(plans) for _, plans, _, _ in self.entry.sites.values())
+
+
+def requests_site(site):
+    """Where a request's plan goes when blocking calls of its shape resolve to another
+    algorithm (the policy's choice serves no requests): out of the Entry's sight."""
+    return ("i" + site[0], site[1])
 
 
 class Layouts:

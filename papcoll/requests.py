@@ -5,7 +5,9 @@ active Request; ``Alltoall_init`` (and ``v``, ``w``) checks the buffers, chooses
 and sets it up once -- collective and bounded, like any set-up -- and returns an inactive
 persistent Request, which each ``Start`` runs again on the same buffers (their contents may
 change between starts). A Request progresses when its ``Test`` or ``Wait`` runs; what moves
-without them depends on the algorithm (README "Nonblocking and persistent calls").
+without them depends on the algorithm (README "Nonblocking and persistent calls"). A request
+of a shape the Communicator holds a call object for (callcache.py) skips the checks, the
+choice and the set-up: it starts by that plan, in C (:func:`make`).
 
 One operation at a time per Communicator: its one-sided algorithms count their calls, so a
 second call -- blocking, nonblocking or a Start -- while a Request of the same Communicator is
@@ -38,6 +40,7 @@ CommunicatorStateError; Free is accepted (nothing is left to free).
 """
 import gc
 import weakref
+from typing import NamedTuple
 
 from mpi4py import MPI
 
@@ -45,6 +48,7 @@ from . import config
 from .algorithms import AUTO, policy
 from .algorithms.calls import DONE, Persistent
 from .buffers import parse_alltoall
+from .callcache import requests_site
 from .errors import AlgorithmError, BufferSpecError, CommunicatorStateError
 from .vbuffers import copy_own, parse_alltoallv
 from .progress import Backoff, Deadline
@@ -119,12 +123,13 @@ class Call:
     """A nonblocking (active from the start, done once complete) or persistent (started by
     ``begin``) alltoall of the Context ``ctx``. ``start()`` starts the call: it returns what
     the algorithm started, its ``op`` (``test()``, ``wait(deadline)``, ``abandon()``).
-    ``free``: what frees what a persistent call keeps between starts (mpi's MPI request)."""
+    ``plan``: the call object it holds, pinned in the CallCache until released; ``kept``:
+    what a persistent call keeps between starts (calls.Persistent: mpi's MPI request)."""
 
-    def __init__(self, ctx, start, name, persistent, hold=(), free=None):
+    def __init__(self, ctx, start, name, persistent, hold=(), plan=None, kept=None):
         self.ctx, self._start, self.name, self.persistent = ctx, start, name, persistent
         self._hold = list(hold)         # the buffers, held while the call may use them
-        self._free = free
+        self._plan, self._kept = plan, kept
         self.op = self.handle = None
         ctx.requests.add(self)
 
@@ -138,6 +143,7 @@ class Call:
                 raise CommunicatorStateError("this request's papcoll.Communicator is unusable "
                                              "after an earlier error")
             idle(ctx)
+            ctx.cache.ready(ctx)      # a plan that may name a freed datatype: disarmed
             self.launch()
         finally:
             ctx.lock.release()
@@ -196,9 +202,11 @@ class Call:
             self.op = self.ctx.active = None
         self._hold.clear()
         self._start = None
-        free, self._free = self._free, None
-        if free is not None:
-            free()
+        plan, kept, self._plan, self._kept = self._plan, self._kept, None, None
+        if plan is not None:
+            self.ctx.cache.unpin(plan)
+        if kept is not None:
+            kept.free()
         self.handle.detach()
         self.ctx.requests.discard(self)
 
@@ -223,11 +231,57 @@ def busy():
             "complete it (Wait, or Test until complete) before the next call")
 
 
+SITES = {None: "a", False: "v", True: "w"}          # a call kind's site (callcache.py)
+CALLS = {None: "alltoall", False: "alltoallv", True: "alltoallw"}
+
+
 def make(ctx, persistent, w, sendbuf, recvbuf, algorithm):
     """A Request for an Alltoall (``w`` None), Alltoallv (False) or Alltoallw (True) of
-    ``ctx`` (its lock held): the buffers checked, the algorithm chosen and set up (collective,
-    bounded); a nonblocking one started."""
+    ``ctx`` (its lock held); a nonblocking one started. Its call object is a plan of its
+    shape from the CallCache (the same object that serves blocking calls of that shape,
+    where both resolve alike), else what the full path makes -- the buffers checked, the
+    algorithm chosen and set up (collective, bounded) -- and the plan it leaves, if any. The
+    request pins its plan while it holds it."""
     idle(ctx)
+    ctx.cache.ready(ctx)              # no plan that may name a freed datatype is found
+    site = (SITES[w], algorithm)
+    plan = ctx.cache.find(site, sendbuf, recvbuf, lambda name: serves(ctx, name, w))
+    full = None
+    if plan is not None:
+        ctx.cache.pin(plan)
+    else:
+        full = prepare(ctx, w, sendbuf, recvbuf, algorithm)
+        plan = planned(ctx, site, full, sendbuf, recvbuf, algorithm)
+    kept = Persistent() if persistent else None
+
+    def start():
+        nonlocal full
+        op = None if plan is None else plan.start(sendbuf, recvbuf, kept)
+        if op is None:                  # no plan, or disarmed since: the full path
+            full = full or prepare(ctx, w, sendbuf, recvbuf, algorithm)
+            op = begin(full, kept)
+        return op
+    call = Call(ctx, start, full.name if plan is None else plan.chosen, persistent,
+                hold(sendbuf, recvbuf), plan, kept)
+    request = Request(call)
+    if not persistent:
+        call.launch()
+    return request
+
+
+class Full(NamedTuple):
+    """A request's call as the full path checked it: its algorithm's name and object (None:
+    one process), its parsed sides, and its specs (``w``, sendbuf, recvbuf)."""
+    name: str
+    algo: object
+    send: object
+    recv: object
+    specs: tuple
+
+
+def prepare(ctx, w, sendbuf, recvbuf, algorithm):
+    """The full path of a request: its buffers checked, its algorithm chosen and set up
+    (collective, bounded)."""
     if w is None:
         send, recv = parse_alltoall(sendbuf, recvbuf, ctx.size)
     else:
@@ -242,40 +296,53 @@ def make(ctx, persistent, w, sendbuf, recvbuf, algorithm):
         raise
     finally:
         config.restore(token)
-    specs = (w, sendbuf, recvbuf)
-    kept = Persistent((sendbuf, recvbuf) if w is None else None) if persistent else None
+    return Full(name, algo, send, recv, (w, sendbuf, recvbuf))
 
-    def start():
-        if algo is None:                  # one process: a copy
-            if w is not None:
-                send.pack()
-                copy_own(send, recv, 0)
-            elif send is not None:
-                recv.data[:] = send.data
-            return DONE
-        return (algo.start(send, recv, kept) if w is None else
-                algo.startv(send, recv, specs, kept))
-    call = Call(ctx, start, name, persistent, hold(sendbuf, recvbuf),
-                kept.free if kept is not None else None)
-    request = Request(call)
-    if not persistent:
-        call.launch()
-    return request
+
+def begin(full, kept):
+    """Start the call the full path checked (``kept``: a persistent request's)."""
+    name, algo, send, recv, specs = full
+    if algo is None:                  # one process: a copy
+        if specs[0] is not None:
+            send.pack()
+            copy_own(send, recv, 0)
+        elif send is not None:
+            recv.data[:] = send.data
+        return DONE
+    return (algo.start(send, recv, kept) if specs[0] is None else
+            algo.startv(send, recv, specs, kept))
+
+
+def planned(ctx, site, full, sendbuf, recvbuf, algorithm):
+    """The plan the algorithm leaves for the shape of this request (pinned), kept under
+    ``site`` where blocking calls of that shape resolve to the same algorithm, else under
+    its requests' own site; or None."""
+    name, algo, send, recv, (w, _, _) = full
+    if algo is None:
+        return None
+    plan = (algo.plan(sendbuf, recvbuf, recv) if w is None else
+            algo.planv(sendbuf, recvbuf, send, recv))
+    if plan is not None:
+        alike = name == policy.resolve(ctx, algorithm, CALLS[w], recv.block if w is None else None)
+        ctx.cache.keep(site if alike else requests_site(site), plan, pinned=True)
+    return plan
+
+
+def serves(ctx, name, w):
+    """Whether algorithm ``name`` serves requests of this kind."""
+    cls = ctx.algorithm_class(name)
+    return cls.nonblocking and (w is None or cls.variable)
 
 
 def choose(ctx, algorithm, w, block):
     """The algorithm of a nonblocking or persistent call (``block``: an Alltoall's): the one
     named, else PAPCOLL_ALGORITHM where it serves the call, else the policy's choice where it
     does, else ``mpi``."""
-    def serves(name):
-        cls = ctx.algorithm_class(name)
-        return cls.nonblocking and (w is None or cls.variable)
     name = algorithm or ctx.forced or AUTO
-    if name == AUTO or (name != algorithm and not serves(name)):
-        name = policy.choose(ctx, block, {None: "alltoall", False: "alltoallv",
-                                          True: "alltoallw"}[w])
-        name = name if serves(name) else "mpi"
-    if not serves(name):
+    if name == AUTO or (name != algorithm and not serves(ctx, name, w)):
+        name = policy.choose(ctx, block, CALLS[w])
+        name = name if serves(ctx, name, w) else "mpi"
+    if not serves(ctx, name, w):
         raise AlgorithmError(f"{name} serves no nonblocking or persistent "
                              f"{'Alltoall' if w is None else 'Alltoallv or Alltoallw'}; "
                              f"these do: {', '.join(policy.nonblocking(w is not None))} "

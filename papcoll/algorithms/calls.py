@@ -15,20 +15,18 @@ from ..native.lib import address
 
 class Persistent:
     """What a persistent request keeps between its starts: the epoch of its first (its
-    advert records carry it) and the registration they describe (zero-copy); the buffers as
-    the user passed them, for a plan of its own, and that plan (copy-based); or ``mpi``'s MPI
-    persistent request, which ``free()`` frees."""
+    advert records carry it) and the registration they describe (zero-copy); or ``mpi``'s
+    MPI persistent request, which ``free()`` frees."""
 
-    def __init__(self, specs=None):
-        self.epoch, self.where = 0, None
-        self.specs, self.plan, self.request = specs, None, None
+    def __init__(self):
+        self.epoch, self.where, self.request = 0, None, None
 
     def first(self, epoch):
         self.epoch = self.epoch or epoch
         return self.epoch
 
     def free(self):
-        request, self.request, self.specs, self.plan = self.request, None, None, None
+        request, self.request = self.request, None
         if request is not None and not MPI.Is_finalized():
             request.Free()
 

@@ -12,6 +12,7 @@ from mpi4py import MPI
 from .. import progress
 from ..errors import PapcollTimeoutError
 from ..native import Plan
+from ..native.plan import MPI_ALLTOALL, MPIW
 from ..trace import NoTrace
 from ..transport import base
 from .registry import Algorithm, register
@@ -75,6 +76,25 @@ class MpiAlltoall(Algorithm):
 
     def plan_failed(self, plan, rc):
         raise MPI.Exception(-rc)
+
+    def started(self, plan, rc, sendbuf, recvbuf, kept=None):
+        """MPI's nonblocking call (or a persistent request's own, made at its first start)
+        with the specs the full path gives it: an Alltoall's in bytes, as :meth:`specs`."""
+        comm, kind = self.ctx.comm, plan.s.kind
+        if kind == MPI_ALLTOALL:
+            count = plan.s.nbytes // plan.s.n
+
+            def data(spec):
+                return [spec[0] if plan.s.datatype else spec, count, MPI.BYTE]
+            specs = (MPI.IN_PLACE if sendbuf is MPI.IN_PLACE else data(sendbuf), data(recvbuf))
+            begin, init = comm.Ialltoall, comm.Alltoall_init
+        else:
+            specs = (sendbuf, recvbuf)
+            begin, init = ((comm.Ialltoallw, comm.Alltoallw_init) if kind == MPIW else
+                           (comm.Ialltoallv, comm.Alltoallv_init))
+        if kept is None:
+            return Started(begin(*specs))
+        return self.persistent(kept, lambda: init(*specs))
 
 
 class Started:

@@ -208,16 +208,17 @@ class Exchange:
                 out_len=np.full(n, block), expected=np.zeros(n))
         return c
 
-    def plan(self, algorithm, block, slot, sig, slice=CHECK_EVERY):
+    def plan(self, algorithm, block, slot, sig):
         """A plan of ``algorithm``'s for copy-based calls of ``block`` bytes per peer and
-        signature ``sig``, whose engine runs ``slice`` seconds before it returns, to bind,
-        or None (the transport would need a registration per call)."""
+        signature ``sig``, to bind, or None (the transport would need a registration per
+        call). A blocking call's engine runs CHECK_EVERY before it returns, a request's
+        start one pass."""
         if block > self.transport.inline:
             return None
         calls = [self.prepare(xport.COPY, block, slot, bank) for bank in (0, 1)]
         for call in calls:
             call.s.code, call.s.lkey = signature.code_of(sig), 0   # its sig: the plan's
-        return Plan.engine(algorithm, calls, self.counter, self.advert_counter, slice)
+        return Plan.engine(algorithm, calls, self.counter, self.advert_counter, CHECK_EVERY)
 
     def plan_var(self, algorithm, send, recv, slot, sig):
         """A plan of ``algorithm``'s for Alltoallv/w calls of this shape whose blocks all

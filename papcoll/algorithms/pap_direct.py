@@ -62,26 +62,7 @@ class PapDirect(OneSidedAlgorithm):
     def start(self, send, recv, persistent=None):
         if recv.block > self.slot:
             return self.zero_copy(send, recv, "zero-copy", persistent)
-        if persistent is not None and persistent.specs is not None:
-            flight = self.planned(persistent, recv)
-            if flight is not None:
-                return flight
         return self.copy_based(send, recv)
-
-    def planned(self, persistent, recv):
-        """A copy-based start of a persistent request by a plan of its own, entered in C,
-        whose engine makes one pass and returns (Test and Wait go on from there): its
-        Flight, or None where no plan takes it."""
-        if persistent.plan is None:
-            sig, plan = self.signature(recv.block, "copy-based"), None
-            if isinstance(self.ctx.trace, NoTrace) and recv.block:
-                plan = self.exchange.plan(self, recv.block, self.slot, sig, slice=0)
-            if plan is None or not plan.bind(*persistent.specs, recv, sig):
-                persistent.specs = None           # the Python path, from now on
-                return None
-            persistent.plan = plan
-        rc = persistent.plan.run(*persistent.specs)
-        return self.exchange.flight_of(persistent.plan, rc) if rc else None
 
     def copy_based(self, send, recv):
         """Write my block for q into my slot of q's inbox (bank = the call's parity); copy q's
@@ -122,6 +103,10 @@ class PapDirect(OneSidedAlgorithm):
 
     def plan_failed(self, plan, rc):
         self.exchange.resume(plan, rc)
+
+    def started(self, plan, rc, sendbuf, recvbuf, kept=None):
+        """The engine made one pass (rc): the call done, or its Flight from there."""
+        return self.exchange.flight_of(plan, rc)
 
     def close(self, collective=True):
         self.drop_plans()

@@ -22,7 +22,7 @@ from mpi4py import MPI
 
 from .. import config, transport
 from ..errors import AlgorithmError, ConfigError
-from .registry import REGISTRY, lookup
+from .registry import AUTO, REGISTRY, lookup
 
 DEFAULT_FILE = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "papcoll" \
     / "tuning.json"
@@ -230,6 +230,17 @@ def kinds(topology):
     if len(topology.nodes) == 1:
         return {"single-node", "any"}
     return {"multi-node", "any"} | (set() if topology.crowded_anywhere else {"multi-node spare"})
+
+
+def resolve(ctx, given, call="alltoall", block=None):
+    """The algorithm a blocking call of ``ctx`` runs: ``given`` (its ``algorithm=``), else
+    PAPCOLL_ALGORITHM where it serves the call (any for an Alltoall: one that cannot is its
+    error), else the policy's choice (:func:`choose`). Requests resolve their own way
+    (requests.py), and share a call object with blocking calls only where both agree."""
+    name = given or ctx.forced or AUTO
+    if call != "alltoall" and name not in (AUTO, given) and not lookup(name).variable:
+        name = AUTO
+    return choose(ctx, block, call) if name == AUTO else name
 
 
 def choose(ctx, block, call="alltoall"):

@@ -70,6 +70,12 @@ class Algorithm:
     def plan_failed(self, plan, rc):
         raise NotImplementedError
 
+    def started(self, plan, rc, sendbuf, recvbuf, kept=None):
+        """``nonblocking`` algorithms that leave plans: what a request's start by ``plan``
+        (``Plan.start``, which returned ``rc``) is, as :meth:`start` returns it; ``kept``, a
+        persistent request's Persistent."""
+        raise NotImplementedError
+
     def drop_plans(self):
         """Disarm every plan this algorithm left: their calls take the full path again."""
         self.ctx.cache.drop(self)

@@ -1,9 +1,10 @@
 """Cached plans (struct pc_plan, native/papcoll_plan.h): how the next calls of one shape run
 in C, entered once per call (``papcoll._native.alltoall``, native/papcoll_call.c).
 
-An algorithm that has fully run a call may leave a :class:`Plan` for calls of its shape; the
-Communicator keeps one per ``algorithm=`` value. What a plan's kinds run, and the shape rules,
-are said once, in C."""
+An algorithm that has fully checked a call may leave a :class:`Plan` for calls of its shape,
+which serves that shape's blocking calls and requests; the Communicator's CallCache keeps
+several per call site (callcache.py). What a plan's kinds run, and the shape rules, are said
+once, in C."""
 import ctypes as c
 import functools
 
@@ -16,6 +17,7 @@ from .loops import _Exchange
 from .xport import Gate, XCallStruct
 
 SEGMENT, ENGINE, MPI_ALLTOALL, HIER, MPIV, VAR, MPIW = 1, 2, 3, 4, 5, 6, 7     # PC_PLAN_*
+MPI_STARTS = 2          # PC_MPI_STARTS: an MPI plan's start, which the algorithm makes
 GATHER, MASTERS, SCATTER = 1, 2, 3                   # PC_HIER_*: a hierarchical call's phase
 
 
@@ -53,15 +55,27 @@ class PlanStruct(c.Structure):        # struct pc_plan
 class Plan:
     """A plan of ``kind`` for ``algorithm`` (whose ``plan_failed(plan, rc)`` finishes a call
     the plan returned rc < 0 for, or raises its error) among ``n`` processes. ``run(sendbuf,
-    recvbuf)`` is the one entry: 1 done, 0 declined (nothing touched), < 0 left to the
-    algorithm. ``parts``: what the struct points into (the loops; the engine's calls), kept
-    alive here."""
+    recvbuf)`` is a blocking call's entry: 1 done, 0 declined (nothing touched), < 0 left to the
+    algorithm; ``start(sendbuf, recvbuf)`` a request's (:meth:`started`); ``probe(sendbuf,
+    recvbuf)``: whether the plan takes the call, nothing run. ``parts``: what the struct points
+    into (the loops; the engine's calls), kept alive here. ``pins``: the requests holding it
+    (callcache.py)."""
 
     def __init__(self, algorithm, kind, n, parts=(), **fields):
         self.algorithm, self.parts = algorithm, parts
         self.s = PlanStruct(kind=kind, n=n, **fields)
         self.address = c.addressof(self.s)
         self.run = functools.partial(_native.alltoall, self.address)
+        self.probe = functools.partial(_native.probe, self.address)
+        self.pins = 0
+
+    def start(self, sendbuf, recvbuf, kept=None):
+        """A request's start of a call of this plan's shape (``kept``: a persistent
+        request's :class:`~papcoll.algorithms.calls.Persistent`): what its algorithm's
+        ``started`` makes of it (the op that Test and Wait move on), or None where the plan
+        declines (disarmed since)."""
+        rc = _native.start(self.address, sendbuf, recvbuf)
+        return self.algorithm.started(self, rc, sendbuf, recvbuf, kept) if rc else None
 
     @classmethod
     def segment(cls, algorithm, loops, start, timeout, slice):
@@ -145,7 +159,6 @@ class Plan:
         if calls is not None:
             for side, blocks in zip(plan.s.vshape, sides):
                 plan.stage(side, blocks)
-        plan.run = functools.partial(_native.alltoallv, plan.address)
         return plan
 
     def stage(self, side, blocks):

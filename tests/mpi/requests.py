@@ -36,6 +36,7 @@ import numpy as np
 from mpi4py import MPI
 
 import papcoll
+from papcoll.callcache import CAPACITY
 from papcoll.errors import BufferSpecError, CommunicatorStateError
 
 world = MPI.COMM_WORLD
@@ -117,6 +118,7 @@ def persistent():
             assert list(a) == list(b) == [10 * q + rank for q in range(size)], (a, b)
             for r in reqs:
                 r.Free()
+        pinned(pc)
         # nothing keeps a freed request's buffers: not it, its plan, its advert records
         for block in (1, 5000):
             big = np.arange(size * block, dtype=np.int32)
@@ -131,6 +133,29 @@ def persistent():
             gc.collect()
             assert all(ref() is None for ref in refs), block
     print("PERSISTENT ok", flush=True)
+
+
+def pinned(pc):
+    """A persistent request's call object (the plan its init left) is pinned: more shapes
+    than the cache holds evict every other plan, never it, and the bound counts only the
+    unpinned; its Starts still run by it. Freed, it is evicted down to the bound."""
+    cache, site = pc._ctx.cache, ("a", algorithm)
+    send = np.arange(3 * size, dtype=np.int16) + 100 * rank
+    recv = np.zeros_like(send)
+    req = pc.Alltoall_init(send, recv, algorithm=algorithm)
+    held = [plan for plan in cache.plans(site) if plan.pins]
+    assert held or size == 1 or algorithm == "auto", cache.plans(site)
+    for n in range(1, CAPACITY + 3):
+        block = np.zeros(n * size, np.int64)
+        pc.Alltoall(block, np.zeros_like(block), algorithm=algorithm)
+    assert all(plan in cache.plans(site) for plan in held), held
+    assert len(cache) == CAPACITY + len(held), len(cache)
+    req.Start()
+    req.Wait()
+    assert list(recv) == [100 * q + 3 * rank + i for q in range(size) for i in range(3)], recv
+    req.Free()
+    assert not any(plan.pins for plan in cache.plans(site))
+    assert len(cache) <= CAPACITY, len(cache)
 
 
 def compute(ms):

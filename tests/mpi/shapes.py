@@ -3,9 +3,12 @@
 A program that alternates shapes, as real ones do: SHAPES shapes of each call kind (Alltoall,
 Alltoallv, Alltoallw), more in all than a Communicator's CallCache holds, called interleaved in
 a random order (the same on every rank) with random arrival delays, each against MPI's own call
-on the same inputs; every element names its source, destination and index. Beside the data, a
-model of the cache (least recently used, callcache.CAPACITY plans) says which calls must enter C
-once (a hit) and which take the full path: the worker asserts that, call by call. Two shapes
+on the same inputs; every element names its source, destination and index. Each call is
+blocking, nonblocking (Tested until complete) or persistent (started twice, then freed), at
+random: one call object serves all three. Beside the data, a model of the cache (least recently
+used, callcache.CAPACITY plans) says which calls must enter C once (a hit; a request's: by the
+plan its shape has, a persistent one's at its init) and which take the full path: the worker
+asserts that, call by call. Two shapes
 differ only in the dtype the same bytes are viewed with; one Alltoallv and one Alltoallw are
 in place (planned by ``mpi``, and at N=1), and one Alltoallv's datatype takes every other
 int64 (a side MPI packs); halfway, an Alltoallw datatype is
@@ -28,6 +31,8 @@ world = MPI.COMM_WORLD
 rank, size = world.Get_rank(), world.Get_size()
 algorithm, calls = sys.argv[1], int(sys.argv[2])
 SHAPES = 6
+FORMS = ("blocking", "blocking", "nonblocking", "persistent")
+form = "blocking"
 rng = random.Random(2024)          # the same draws on every rank
 EVERY = MPI.INT64_T.Create_resized(0, 16).Commit()     # an int64 every 16 bytes
 
@@ -37,6 +42,28 @@ def values(src, dst, n, dtype, k):
     return (src * 1_000_000 + dst * 10_000 + np.arange(n) % 10_000 + 7 * k).astype(dtype)
 
 
+def call(pc, name, sendbuf, recvbuf):
+    """papcoll's call ``name`` in this call's form: blocking; nonblocking, Tested until
+    complete; or persistent, started twice on the same data (in place: restored), then
+    freed."""
+    if form == "blocking":
+        getattr(pc, name)(sendbuf, recvbuf, algorithm=algorithm)
+        return
+    if form == "nonblocking":
+        request = getattr(pc, "I" + name.lower())(sendbuf, recvbuf, algorithm=algorithm)
+        while not request.Test():
+            pass
+        return
+    request = getattr(pc, name + "_init")(sendbuf, recvbuf, algorithm=algorithm)
+    data = recvbuf[0] if isinstance(recvbuf, list) else recvbuf
+    saved = data.copy()
+    for _ in range(2):
+        data[:] = saved
+        request.Start()
+        request.Wait()
+    request.Free()
+
+
 def alltoall(pc, shape, k):
     n, dtype, view = shape
     send = np.concatenate([values(rank, q, n, dtype, k) for q in range(size)])
@@ -44,7 +71,7 @@ def alltoall(pc, shape, k):
     if view is not None:        # the same bytes, another dtype: another shape
         send, got, want = send.view(view), got.view(view), want.view(view)
     world.Alltoall(send, want)
-    pc.Alltoall(send, got, algorithm=algorithm)
+    call(pc, "Alltoall", send, got)
     assert np.array_equal(got, want), ("Alltoall", shape, got[:4], want[:4])
     assert np.array_equal(want.view(dtype), np.concatenate(
         [values(q, rank, n, dtype, k) for q in range(size)]))
@@ -63,10 +90,10 @@ def alltoallv(pc, spec, k):
     if in_place:
         got[:], want[:] = send, send
         world.Alltoallv(MPI.IN_PLACE, [want, (into, rd), *kind])
-        pc.Alltoallv(MPI.IN_PLACE, [got, (into, rd), *kind], algorithm=algorithm)
+        call(pc, "Alltoallv", MPI.IN_PLACE, [got, (into, rd), *kind])
     else:
         world.Alltoallv([send, (out, sd), *kind], [want, (into, rd), *kind])
-        pc.Alltoallv([send, (out, sd), *kind], [got, (into, rd), *kind], algorithm=algorithm)
+        call(pc, "Alltoallv", [send, (out, sd), *kind], [got, (into, rd), *kind])
     assert np.array_equal(got, want), ("Alltoallv", spec)
     if strided:
         assert np.all(want[1::2] == -1) or in_place, "MPI wrote between the elements"
@@ -84,11 +111,10 @@ def alltoallw(pc, spec, k):
     if in_place:
         got[:], want[:] = send, send
         world.Alltoallw(MPI.IN_PLACE, [want, (counts, displs), types])
-        pc.Alltoallw(MPI.IN_PLACE, [got, (counts, displs), types], algorithm=algorithm)
+        call(pc, "Alltoallw", MPI.IN_PLACE, [got, (counts, displs), types])
     else:
         world.Alltoallw([send, (counts, displs), types], [want, (counts, displs), types])
-        pc.Alltoallw([send, (counts, displs), types], [got, (counts, displs), types],
-                     algorithm=algorithm)
+        call(pc, "Alltoallw", [send, (counts, displs), types], [got, (counts, displs), types])
     assert np.array_equal(got, want), ("Alltoallw", n)
     for q in range(size):       # each block holds q's elements for me (a permuted type on one
         block = slice(n * q, n * (q + 1))   # side only reorders them, as MPI does)
@@ -97,10 +123,11 @@ def alltoallw(pc, spec, k):
 
 def plans_made(kind, shape):
     """Whether the algorithm leaves a plan for this call (its contract): in place, an
-    Alltoallv's or Alltoallw's is MPI's only."""
+    Alltoallv's or Alltoallw's is MPI's only. A request of a shape no plan holds leaves the
+    plan its full path makes, which serves blocking calls too (both resolve alike here)."""
     in_place = kind == "v" and shape[1] or kind == "w" and shape[2]
-    if size == 1:
-        return True                     # every call is a copy: MPI's, whose plan it leaves
+    if size == 1:                       # every call is a copy: a blocking one's is MPI's,
+        return form == "blocking"       # whose plan it leaves; a request's is papcoll's
     return algorithm == "mpi" or algorithm == "pap_direct" and not in_place
 
 
@@ -114,6 +141,7 @@ def symmetric():
 
 
 def main():
+    global form
     pair = MPI.INT.Create_contiguous(2).Commit()
     swap = MPI.INT.Create_indexed([1, 1], [1, 0]).Commit()   # permuted: staged, packed by MPI
     kinds = [MPI.INT, pair, swap]
@@ -130,7 +158,7 @@ def main():
     with papcoll.Communicator(world) as pc:
         cache = pc._ctx.cache
         for k in range(calls):
-            kind = rng.choice("avw")
+            kind, form = rng.choice("avw"), rng.choice(FORMS)
             s = rng.randrange(SHAPES)
             if kind == "w" and k == calls // 2:     # a datatype freed and made again
                 old = pair
