@@ -14,6 +14,10 @@ programs that alternate shapes do: what a Communicator's call cache (papcoll/cal
 costs when a call hits a plan further down its site's list, and, with K above its CAPACITY,
 when every call misses (each shape evicted just before it comes back). Each row says how many
 of its calls took the full path.
+
+``--form nonblocking``: each call is ``Ialltoall`` then ``Wait`` (the baseline MPI's own, through
+mpi4py); ``--form persistent``: a persistent request per shape, made before the rounds, each
+call its ``Start`` then ``Wait``. A request whose shape a plan holds starts by it (requests.py).
 """
 import time
 
@@ -27,6 +31,7 @@ from .arrival_measure import buffers, usable_algorithms
 from .options import comma_list, format_size, integer, parse_algorithm, parse_size
 
 BASELINE = "MPI_Alltoall (mpi4py)"
+FORMS = ("blocking", "nonblocking", "persistent")
 
 
 def add_arguments(parser):
@@ -39,6 +44,34 @@ def add_arguments(parser):
                         help="rounds per row, alternating (default 9)")
     parser.add_argument("--shapes", type=integer(1), default=1,
                         help="shapes the calls cycle through (default 1)")
+    parser.add_argument("--form", choices=FORMS, default="blocking",
+                        help="blocking calls, or requests: nonblocking, persistent")
+
+
+def calls(pc, names, shapes, form):
+    """Each row's call of (send, recv), in ``form``, and what frees the persistent requests."""
+    mpi = MPI.Intracomm
+    makers = {BASELINE: (mpi.Alltoall.__get__(pc), mpi.Ialltoall.__get__(pc),
+                         mpi.Alltoall_init.__get__(pc))}
+    for name in names:
+        makers[name] = tuple(lambda s, r, f=f, name=name: f(s, r, algorithm=name)
+                             for f in (pc.Alltoall, pc.Ialltoall, pc.Alltoall_init))
+    if form == "blocking":
+        return {row: made[0] for row, made in makers.items()}, []
+    if form == "nonblocking":
+        return {row: lambda s, r, start=made[1]: start(s, r).Wait()
+                for row, made in makers.items()}, []
+    requests = {row: {id(send): made[2](send, recv) for send, recv, _ in shapes}
+                for row, made in makers.items()}
+
+    def persistent(held):
+        def call(s, r):
+            request = held[id(s)]
+            request.Start()
+            request.Wait()
+        return call
+    return ({row: persistent(held) for row, held in requests.items()},
+            [request for held in requests.values() for request in held.values()])
 
 
 def run(args):
@@ -46,9 +79,7 @@ def run(args):
         rank, size = pc.Get_rank(), pc.Get_size()
         names, skipped = usable_algorithms(pc, args.algorithms)
         shapes = [buffers(rank, size, args.size * (k + 1)) for k in range(args.shapes)]
-        rows = {BASELINE: lambda s, r: MPI.Intracomm.Alltoall(pc, s, r)}
-        for name in names:
-            rows[name] = lambda s, r, name=name: pc.Alltoall(s, r, algorithm=name)
+        rows, held = calls(pc, names, shapes, args.form)
         times = {row: [] for row in rows}
         missed = dict.fromkeys(rows, 0)
         cache = pc._ctx.cache
@@ -67,9 +98,11 @@ def run(args):
                     call(send, recv)
                 times[row].append((time.perf_counter() - t0) / args.iterations)
                 missed[row] += 0 if row == BASELINE else cache.misses - misses
+        for request in held:
+            request.Free()
         per_call = {row: pc.allreduce(float(np.median(t)), op=MPI.MAX) for row, t in times.items()}
         if rank == 0:
-            print(f"# papcoll entry: N={size}, {format_size(args.size)} per peer"
+            print(f"# papcoll entry ({args.form}): N={size}, {format_size(args.size)} per peer"
                   + (f" x 1..{args.shapes} (cycled)" if args.shapes > 1 else "")
                   + f", {args.rounds} alternating rounds of {args.iterations} back-to-back "
                   f"calls, median round (slowest rank)")

@@ -188,7 +188,8 @@ def test_entry_reports_every_row_against_mpi():
     res = launch(3, ["-m", "papcoll.bench", "entry", "--size", "24", "--iterations", "20",
                      "--rounds", "3", "--algorithms", "mpi,shm_pap,auto"], timeout=240)
     assert res.returncode == 0, res.stdout[-4000:]
-    assert "# papcoll entry: N=3, 24 per peer, 3 alternating rounds of 20" in res.stdout
+    assert "# papcoll entry (blocking): N=3, 24 per peer, 3 alternating rounds of 20" \
+        in res.stdout
     rows = {line[:24].strip(): line[24:].split() for line in res.stdout.splitlines()
             if line and not line.startswith(("#", "Row"))}
     assert list(rows) == ["MPI_Alltoall (mpi4py)", "mpi", "shm_pap", "auto"]
@@ -207,6 +208,21 @@ def test_entry_cycles_shapes_and_counts_the_full_path(shapes, missed):
     assert f"8 per peer x 1..{shapes} (cycled)" in res.stdout, res.stdout[-4000:]
     row = [line.split() for line in res.stdout.splitlines() if line.startswith("mpi ")]
     assert row and row[0][3] == missed, res.stdout[-4000:]
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("form", ["nonblocking", "persistent"])
+def test_entry_times_requests_by_their_call_objects(form):
+    """Requests of 3 shapes: after the checked round, every timed one starts by its plan."""
+    res = launch(2, ["-m", "papcoll.bench", "entry", "--form", form, "--shapes", "3",
+                     "--iterations", "20", "--rounds", "2", "--algorithms", "mpi,pap_direct"],
+                 timeout=240)
+    assert res.returncode == 0, res.stdout[-4000:]
+    assert f"# papcoll entry ({form}): N=2" in res.stdout, res.stdout[-4000:]
+    rows = {line.split()[0]: line.split()[1:] for line in res.stdout.splitlines()
+            if line.startswith(("mpi ", "pap_direct "))}
+    assert set(rows) == {"mpi", "pap_direct"}, res.stdout[-4000:]
+    assert all(row[2] == "0" for row in rows.values()), res.stdout[-4000:]
 
 
 @pytest.mark.mpi
