@@ -126,7 +126,8 @@ class CallCache:
                     plan.disarm()
                 else:
                     kept.append((plan, last))
-            self._publish(site, tuple(plan for plan, _ in kept), [last for _, last in kept])
+            if len(kept) < len(plans):
+                self._publish(site, tuple(plan for plan, _ in kept), [last for _, last in kept])
 
     def _publish(self, site, plans, used):
         if plans:

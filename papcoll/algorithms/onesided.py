@@ -55,10 +55,12 @@ so that they see it too.
 """
 import ctypes
 import weakref
+from collections import OrderedDict
 
 import numpy as np
 
 from .. import progress, rendezvous, signature
+from ..callcache import CAPACITY
 from ..buffers import Message
 from ..errors import MismatchError
 from ..native import EMSGSIZE, EPROTO, ETIMEDOUT, Plan, xport
@@ -69,6 +71,7 @@ from .calls import DONE, Call, Flight
 from .registry import Algorithm, describe
 
 EVENTS = ("seen", "sent", "received", "received")     # the engine's, by kind (PC_SEEN...)
+CALLS = 4 * CAPACITY
 
 
 def _nobody():
@@ -93,7 +96,7 @@ class Exchange:
         self.trace = algo.ctx.trace
         self.counter = ctypes.c_uint64(0)       # epoch and adverts: the plans (C) read
         self.advert_counter = ctypes.c_uint64(0)  # them too
-        self.calls = {}
+        self.calls = OrderedDict()   # prepared calls by shape and bank: see prepared()
         self.records = _nobody  # (a weak reference to) the Persistent whose advert records
                                 # my peers hold
 
@@ -175,10 +178,8 @@ class Exchange:
         bank = self.epoch % 2 if bank is None else bank
         key = (bank, slot, send.offset.tobytes(), send.length.tobytes(),
                recv.offset.tobytes(), recv.length.tobytes())
-        c = self.calls.get(key)
+        c = self.prepared(key)
         if c is None:
-            if len(self.calls) >= 16:
-                self.calls.clear()
             n, me = self.size, self.rank
             q = np.arange(n, dtype=np.uint64)
             inbox, expose = send.length <= slot, (recv.length > slot) & (q != me)
@@ -191,13 +192,21 @@ class Exchange:
                 via_inbox=inbox.astype(np.uint8), advertise=expose.astype(np.uint8))
         return c
 
+    def prepared(self, key):
+        """The call prepared for ``key``, if kept: the CALLS most recently used are (both
+        banks of every shape a full CallCache holds, twice over; a plan keeps its own)."""
+        c = self.calls.get(key)
+        if c is not None:
+            self.calls.move_to_end(key)
+        elif len(self.calls) >= CALLS:
+            self.calls.popitem(last=False)
+        return c
+
     def prepare(self, scheme, block, slot, bank=None):
         """The engine's call for calls of this shape in ``bank`` (default: this call's)."""
         key = (scheme, block, slot, self.epoch % 2 if bank is None else bank)
-        c = self.calls.get(key)
+        c = self.prepared(key)
         if c is None:
-            if len(self.calls) >= 16:
-                self.calls.clear()
             n, me, bank = self.size, self.rank, key[3]
             q = np.arange(n, dtype=np.uint64)
             copy = scheme == xport.COPY
