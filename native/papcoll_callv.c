@@ -229,6 +229,8 @@ PyObject *pc_bindv(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                                                          ? format : "?long format");
         PyBuffer_Release(&b);
     }
+    if (p->vshape[0].counts == NULL) /* in place: a staged send side packs the receive buffer */
+        p->vshape[0].bound = p->vshape[1].bound;
     Py_buffer s, r;
     int in_place;
     p->armed = 1;

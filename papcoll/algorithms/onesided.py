@@ -229,10 +229,11 @@ class Exchange:
             call.s.code, call.s.lkey = signature.code_of(sig), 0   # its sig: the plan's
         return Plan.engine(algorithm, calls, self.counter, self.advert_counter, CHECK_EVERY)
 
-    def plan_var(self, algorithm, send, recv, slot, sig):
+    def plan_var(self, algorithm, send, recv, slot, sig, in_place=False):
         """A plan of ``algorithm``'s for Alltoallv/w calls of this shape whose blocks all
-        go through the inbox (a staged side's packed by MPI in the plan's call), or None."""
-        if (send.shape is None or recv.shape is None
+        go through the inbox (a staged side's packed by MPI in the plan's call; in place, the
+        send side is a staged copy of the receive blocks), or None."""
+        if (send.shape is None and not in_place or recv.shape is None
                 or max(send.length.max(initial=0), recv.length.max(initial=0)) > slot
                 or int(send.length.sum()) > self.transport.inline):
             return None

@@ -21,6 +21,8 @@ it is not making, the zero-copy side a DATA notice of the copy-based scheme. A c
 that finds a disagreement still writes to the peers it has not written to (its block fits its
 slot at every peer, whatever theirs) before it raises, so that they see it as well.
 """
+from mpi4py import MPI
+
 from .. import config, rendezvous
 from ..trace import NoTrace
 from ..errors import ConfigError
@@ -98,7 +100,8 @@ class PapDirect(OneSidedAlgorithm):
         if not isinstance(self.ctx.trace, NoTrace):
             return None
         sig = self.signature(0, "variable")
-        plan = self.exchange.plan_var(self, send, recv, self.slot, sig)
+        plan = self.exchange.plan_var(self, send, recv, self.slot, sig,
+                                      in_place=sendbuf is MPI.IN_PLACE)
         return plan if plan is not None and plan.bindv(sendbuf, recvbuf, sig) else None
 
     def plan_failed(self, plan, rc):

@@ -10,7 +10,7 @@ used, callcache.CAPACITY plans) says which calls must enter C once (a hit; a req
 plan its shape has, a persistent one's at its init) and which take the full path: the worker
 asserts that, call by call. Two shapes
 differ only in the dtype the same bytes are viewed with; one Alltoallv and one Alltoallw are
-in place (planned by ``mpi``, and at N=1), and one Alltoallv's datatype takes every other
+in place (planned too: ``pap_direct``'s send side a staged copy), and one Alltoallv's datatype takes every other
 int64 (a side MPI packs); halfway, an Alltoallw datatype is
 freed and made again (a freed datatype's object must never find a plan: the cache drops them
 all, and every shape's next call takes the full path).
@@ -122,13 +122,13 @@ def alltoallw(pc, spec, k):
 
 
 def plans_made(kind, shape):
-    """Whether the algorithm leaves a plan for this call (its contract): in place, an
-    Alltoallv's or Alltoallw's is MPI's only. A request of a shape no plan holds leaves the
-    plan its full path makes, which serves blocking calls too (both resolve alike here)."""
-    in_place = kind == "v" and shape[1] or kind == "w" and shape[2]
+    """Whether the algorithm leaves a plan for this call (its contract: ``mpi`` and
+    ``pap_direct`` do for every shape here, in place too). A request of a shape no plan holds
+    leaves the plan its full path makes, which serves blocking calls too (both resolve alike
+    here)."""
     if size == 1:                       # every call is a copy: a blocking one's is MPI's,
         return form == "blocking"       # whose plan it leaves; a request's is papcoll's
-    return algorithm == "mpi" or algorithm == "pap_direct" and not in_place
+    return algorithm in ("mpi", "pap_direct")
 
 
 def symmetric():
