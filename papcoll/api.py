@@ -246,7 +246,8 @@ class Communicator(MPI.Intracomm):
             raise AlgorithmError(f"{name} serves no Alltoallv or Alltoallw; these do: "
                                  f"{', '.join(policy.variable())} (or 'auto')")
         ctx.chosen = name
-        if ctx.size == 1 and w and (algorithm or ctx.forced) != "mpi":
+        if ctx.size == 1 and w and (algorithm or ctx.forced) != "mpi" \
+                and policy.library() == "Open MPI":
             # Open MPI 5.0.11's own MPI_Alltoallw on one process moves nothing to the byte
             # displacements it is given and writes past the buffer instead (heap corruption
             # on COMM_SELF): so papcoll copies, and leaves no plan, unless told "mpi".

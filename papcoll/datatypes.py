@@ -6,8 +6,10 @@ MPI_Unpack (Alltoallv/w) or is refused (Alltoall). "In order" is what extents ca
 indexed type of two ints swapped has lb 0 and size = extent = true extent, yet MPI packs its
 bytes permuted. So a derived datatype whose extents look contiguous is packed by MPI itself
 from a pattern that names every byte's position (one pass per base-256 digit of the
-position): it is contiguous exactly when every byte comes back where it was. The same pack,
-with no data, is MPI's own check that the datatype is committed, made before a byte moves.
+position): it is contiguous exactly when every byte comes back where it was. Two constructions
+say so by definition and skip the passes: a contiguous run of a predefined type, and a
+subarray that is its whole array. The same pack, with no data, is MPI's own check that the
+datatype is committed, made before a byte moves.
 
 The verdict is an attribute of the datatype (MPI_Type_set_attr): it lives exactly as long as
 the datatype, so a datatype freed and another made under its handle has none, and is judged
@@ -86,7 +88,10 @@ def _committed(datatype, what):
 
 def _packs_in_order(datatype):
     """Whether MPI packs one ``datatype`` (size = extent bytes) in the order of its bytes:
-    digit k of every byte's position, packed, must come back at that position."""
+    digit k of every byte's position, packed, must come back at that position -- unless its
+    construction says so (:func:`_in_order_by_construction`)."""
+    if _in_order_by_construction(datatype):
+        return True
     size = datatype.Get_size()
     packed = np.empty(size, np.uint8)
     for shift in range(0, max(8, int(size - 1).bit_length()), 8):
@@ -95,6 +100,20 @@ def _packs_in_order(datatype):
                 not np.array_equal(packed, pattern):
             return False
     return True
+
+
+def _in_order_by_construction(datatype):
+    """A contiguous run of a predefined type, or a subarray that is its whole array (an FFT's
+    whole-array transposes), with size = extent: MPI's typemap of it is its elements in
+    memory order, by the constructor's definition; no byte need be packed."""
+    combiner = datatype.combiner
+    if combiner not in (MPI.COMBINER_CONTIGUOUS, MPI.COMBINER_SUBARRAY):
+        return False
+    element, _, params = datatype.decode()
+    if not element.is_predefined:
+        element.Free()                  # Get_contents' copy of a derived type: ours to free
+        return False
+    return combiner == MPI.COMBINER_CONTIGUOUS or params["subsizes"] == params["sizes"]
 
 
 def _digits(size, shift):

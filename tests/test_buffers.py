@@ -128,3 +128,33 @@ def test_subarray_boxes_judge_overlap_as_the_bytes_do():
     assert _boxes([1, 1], [0, 0], [derived, derived]) is False   # a derived element
     for t in made + [vec, pair, derived]:
         t.Free()
+
+
+def test_datatypes_in_order_by_construction_are_what_mpi_packs():
+    """A contiguous run of a predefined type and a whole-array subarray (either order) are
+    judged in order without packing, as the pattern MPI packs says; a permuted type, or a run
+    of one, is still packed and found out of order."""
+    import papcoll.datatypes as D
+    from papcoll.datatypes import _in_order_by_construction, _packs_in_order, verdict
+    permuted = MPI.INT.Create_indexed([1, 1], [1, 0]).Commit()
+    made = {
+        "run": (MPI.DOUBLE.Create_contiguous(5).Commit(), True),
+        "whole C": (MPI.INT.Create_subarray([3, 4], [3, 4], [0, 0]).Commit(), True),
+        "whole F": (MPI.INT.Create_subarray([3, 4], [3, 4], [0, 0],
+                                            order=MPI.ORDER_F).Commit(), True),
+        "permuted run": (permuted.Create_contiguous(3).Commit(), False),
+        "part": (MPI.INT.Create_subarray([3, 4], [2, 4], [1, 0]).Commit(), False),
+    }
+    for name, (datatype, by_construction) in made.items():
+        assert _in_order_by_construction(datatype) == by_construction, name
+        if by_construction:                 # the pattern's verdict agrees
+            saved, D._in_order_by_construction = D._in_order_by_construction, lambda t: False
+            try:
+                assert _packs_in_order(datatype), name
+            finally:
+                D._in_order_by_construction = saved
+    assert not verdict(made["permuted run"][0], "t").contiguous
+    assert verdict(made["whole F"][0], "t").contiguous
+    for datatype, _ in made.values():
+        datatype.Free()
+    permuted.Free()

@@ -68,7 +68,8 @@ def permuted_calls(pc, swapped, label):
             compare(lambda: (rank == 0 and time.sleep(late),     # whose wait outlasts the
                              pc.Alltoallw(sw, rw, algorithm=algorithm)),   # slice in C
                     lambda: world.Alltoallw(sw, ew), out, expected, f"planned Alltoallw {what}")
-        planned = size > 1 or algorithm == "mpi"    # one process: papcoll's own copy (api.py)
+        # one process under Open MPI: papcoll's own copy, no plan (api.py)
+        planned = size > 1 or algorithm == "mpi" or "Open MPI" not in MPI.Get_library_version()
         assert pc._ctx.cache.hits == hits + 2 * planned, (what, hits, pc._ctx.cache.hits)
         compare(lambda: pc.Ialltoallw(sw, rw, algorithm=algorithm).Wait(),
                 lambda: world.Alltoallw(sw, ew), out, expected, f"Ialltoallw {what}")
