@@ -145,8 +145,8 @@ def pinned(pc):
     req = pc.Alltoall_init(send, recv, algorithm=algorithm)
     held = [plan for plan in cache.plans(site) if plan.pins]
     assert held or size == 1 or algorithm == "auto", cache.plans(site)
-    for n in range(1, CAPACITY + 3):
-        block = np.zeros(n * size, np.int64)
+    for n in range(1, CAPACITY + 3):         # bytes per peer: planned over verbs too (inline)
+        block = np.zeros(n * size, np.int8)
         pc.Alltoall(block, np.zeros_like(block), algorithm=algorithm)
     assert all(plan in cache.plans(site) for plan in held), held
     assert len(cache) == CAPACITY + len(held), len(cache)
