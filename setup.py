@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 
+import mpi4py
 from setuptools import Extension, setup
 
 
@@ -49,9 +50,11 @@ setup(ext_modules=[Extension(
     sources=["native/papcoll_native.c", "native/papcoll_loops.c", "native/papcoll_cma.c",
              "native/papcoll_call.c", "native/papcoll_callv.c", "native/papcoll_entry.c",
              "native/papcoll_xport.c", "native/papcoll_verbs.c", "native/papcoll_mpi_rma.c",
-             "native/papcoll_exchange.c", "native/papcoll_hier.c"],
+             "native/papcoll_exchange.c", "native/papcoll_hier.c",
+             "native/papcoll_pyflags.c", "native/papcoll_pycore.c"],
     depends=["native/papcoll_native.h", "native/papcoll_xport.h", "native/papcoll_plan.h",
              "native/papcoll_call.h"],
+    include_dirs=[mpi4py.get_include()],     # mpi4py's C API: MPI objects as mpi4py's
     extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra", *compile_args],
     extra_link_args=link_args,
 )])

@@ -34,6 +34,20 @@ PyObject *pc_enter(struct pc_plan *p, PyObject *sendbuf, PyObject *recvbuf, enum
 PyObject *pc_enterv(struct pc_plan *p, PyObject *sendbuf, PyObject *recvbuf, enum pc_mode mode);
 
 long pc_first(PyObject *plans, PyObject *sendbuf, PyObject *recvbuf, Py_ssize_t *index);
+/* Whether a METH_FASTCALL function of name got between lo and hi arguments (else a
+ * TypeError). */
+int pc_nargs(const char *name, Py_ssize_t nargs, Py_ssize_t lo, Py_ssize_t hi);
+/* The arguments of a METH_FASTCALL | METH_KEYWORDS function, by position in out[0..hi)
+ * (NULL: not given), names[i] naming position i: 0, or -1 with a TypeError. */
+int pc_fast_args(const char *name, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                 const char *const *names, Py_ssize_t lo, Py_ssize_t hi, PyObject **out);
+/* A Python int as a uint64 (ValueError naming what when it does not fit), and finite
+ * seconds >= 0 as nanoseconds (every wait is bounded): 0, or -1 with a Python error. */
+int pc_u64_arg(PyObject *value, const char *what, uint64_t *out);
+int pc_timeout_arg(PyObject *value, int64_t *out);
+/* Add the Flags type (papcoll_pyflags.c) and the plain functions (papcoll_pycore.c). */
+int pc_add_flags(PyObject *module);
+int pc_add_core(PyObject *module);
 /* Add the Entry type (papcoll_entry.c) to the module: 0, or -1 with a Python error. */
 int pc_add_entry(PyObject *module);
 

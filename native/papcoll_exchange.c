@@ -313,6 +313,8 @@ int pc_xcall_run(struct pc_xcall *c, int64_t timeout_ns)
     struct pc_xport *x = c->x;
     size_t n = x->n, me = x->me;
     int rc;
+    if (x->kind == PC_CLOSED)
+        return -EBADF;
     if ((x->deadline = pc_deadline(timeout_ns)) < 0)
         return (int)x->deadline;
     if ((zero_copy(c) || c->scheme == PC_VAR) && !c->advertised) {

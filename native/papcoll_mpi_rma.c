@@ -35,6 +35,14 @@ struct pc_mpi {
  * either of which an intptr_t holds and converts back to exactly. */
 #define PC_HANDLE(type, value) ((type)(value))
 
+static void mpi_free(struct pc_mpi *m)
+{
+    free(m->reqs);
+    free(m->active);
+    free(m->queued);
+    free(m);
+}
+
 int pc_mpi_open(struct pc_xport *x, intptr_t comm, intptr_t win, intptr_t inbox_win,
                 intptr_t dyn, size_t adverts_at, size_t inbox_at)
 {
@@ -46,8 +54,7 @@ int pc_mpi_open(struct pc_xport *x, intptr_t comm, intptr_t win, intptr_t inbox_
     m->active = calloc(reqs + n, 1);
     m->queued = calloc(3 * 2 * n, sizeof *m->queued);
     if (m->reqs == NULL || m->active == NULL || m->queued == NULL) {
-        x->mpi = m;
-        pc_mpi_close(x);
+        mpi_free(m);
         return -ENOMEM;
     }
     m->dirty = m->active + reqs;
@@ -61,27 +68,6 @@ int pc_mpi_open(struct pc_xport *x, intptr_t comm, intptr_t win, intptr_t inbox_
     m->inbox_at = inbox_at;
     x->mpi = m;
     return 0;
-}
-
-void pc_mpi_close(struct pc_xport *x)
-{
-    struct pc_mpi *m = x->mpi;
-    if (m == NULL)
-        return;
-    free(m->reqs);
-    free(m->active);
-    free(m->queued);
-    free(m);
-    x->mpi = NULL;
-}
-
-int pc_mpi_library(char *out, size_t size)
-{
-    char version[MPI_MAX_LIBRARY_VERSION_STRING];
-    int len, rc = MPI_Get_library_version(version, &len);
-    if (rc == MPI_SUCCESS)
-        snprintf(out, size, "%s", version);
-    return rc;
 }
 
 int pc_mpi_alltoall(const void *send, int count, void *recv, intptr_t comm)
@@ -150,6 +136,39 @@ static int mpi_settled(struct pc_xport *x, size_t peer)
         }
     }
     return !left;
+}
+
+int pc_mpi_close(struct pc_xport *x, int64_t timeout_ns)
+{
+    struct pc_mpi *m = x->mpi;
+    if (m == NULL)
+        return 0;
+    int64_t deadline = pc_deadline(timeout_ns);
+    for (;;) {
+        int settled = 1;
+        for (size_t q = 0; q < x->n; q++)
+            settled &= mpi_settled(x, q) == 1;
+        if (settled || m->in_flight == 0) {
+            mpi_free(m);
+            x->mpi = NULL;
+            return 0;
+        }
+        if (pc_now_ns() >= deadline)
+            break;
+    }
+    for (size_t i = 0; i < x->n * PC_MPI_REQS; i++)
+        if (m->active[i])
+            MPI_Request_free(&m->reqs[i]);
+    x->mpi = NULL;              /* m stays: MPI may still read the notices it holds */
+    return -EBUSY;
+}
+
+void pc_mpi_forget(struct pc_xport *x)
+{
+    struct pc_mpi *m = x->mpi;
+    if (m != NULL && m->in_flight == 0)
+        mpi_free(m);
+    x->mpi = NULL;
 }
 
 static int mpi_rput(struct pc_xport *x, size_t peer, const void *src, int count,

@@ -152,6 +152,10 @@ int pc_verbs_put(struct pc_xport *x, size_t peer, int dest, uint64_t offset, uin
 
 int pc_xport_post_receives(struct pc_xport *x, size_t peer, size_t count)
 {
+    if (x->kind != PC_VERBS)
+        return x->kind == PC_CLOSED ? -EBADF : -EINVAL;
+    if (peer >= x->n)
+        return -EINVAL;
     struct pc_vpeer *p = &x->peers[peer];
     struct pcv_sge sge = {x->scratch, 8, x->scratch_lkey};
     struct pcv_recv_wr wr = {peer, NULL, &sge, 1}, *bad;

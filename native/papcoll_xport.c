@@ -18,6 +18,8 @@ int pc_xport_put(struct pc_xport *x, size_t peer, int dest, uint64_t offset, uin
                  const void *src, size_t len, uint32_t lkey, int kind, uint64_t seq,
                  uint32_t code, int signal)
 {
+    if (x->kind == PC_CLOSED)
+        return -EBADF;
     if (peer >= x->n || peer == x->me)
         return -EINVAL;
     if (dest == PC_TO_INBOX && (offset > x->inbox_bytes[peer] ||
@@ -43,12 +45,14 @@ int pc_xport_put(struct pc_xport *x, size_t peer, int dest, uint64_t offset, uin
 
 int pc_xport_poll(struct pc_xport *x)
 {
+    if (x->kind == PC_CLOSED)
+        return -EBADF;
     return x->kind == PC_VERBS ? pc_verbs_poll(x) : x->kind == PC_MPI ? pc_mpi_poll(x) : 0;
 }
 
 int pc_xport_flush(struct pc_xport *x)
 {
-    return x->kind == PC_MPI ? pc_mpi_flush(x) : 0;
+    return x->kind == PC_CLOSED ? -EBADF : x->kind == PC_MPI ? pc_mpi_flush(x) : 0;
 }
 
 int pc_xport_complete(struct pc_xport *x, int64_t timeout_ns)
@@ -59,4 +63,16 @@ int pc_xport_complete(struct pc_xport *x, int64_t timeout_ns)
     return x->kind == PC_MPI     ? pc_mpi_complete(x, timeout_ns)
            : x->kind == PC_VERBS ? pc_verbs_complete(x, timeout_ns)
                                  : 0;
+}
+
+int pc_xport_close(struct pc_xport *x, int64_t timeout_ns)
+{
+    int rc = x->kind == PC_MPI ? pc_mpi_close(x, timeout_ns) : 0;
+    x->kind = PC_CLOSED;
+    x->boards = NULL;
+    x->peers = NULL;
+    x->send_cq = x->recv_cq = NULL;
+    x->qp_order = NULL;
+    x->inbox_bytes = NULL;
+    return rc;
 }

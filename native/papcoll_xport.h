@@ -80,6 +80,7 @@ _Static_assert(sizeof(struct pc_advert) == PC_ADVERT_BYTES, "advert record");
 #define PC_TO_INBOX 1   /* the peer's inbox: offset within it */
 #define PC_TO_EXPOSED 2 /* a buffer the peer exposed: remote address and key given */
 
+#define PC_CLOSED 0 /* closed (pc_xport_close): every call through it returns -EBADF */
 #define PC_VERBS 1
 #define PC_MPI 2
 #define PC_LOOP 3 /* every rank in one process (tests of the engine): a put to peer q is a copy
@@ -119,7 +120,7 @@ struct pc_vpeer {
 struct pc_mpi;
 
 struct pc_xport {
-    int kind;                    /* PC_VERBS or PC_MPI */
+    int kind;                    /* PC_VERBS, PC_MPI, PC_LOOP or PC_CLOSED */
     size_t n, me;
     uint64_t *boards;            /* [2 kinds][2 banks][n] notice words */
     /* verbs */
@@ -168,6 +169,14 @@ int pc_xport_complete(struct pc_xport *x, int64_t timeout_ns);
 /* Post n receive requests for notices from peer (at set-up). 0 or -EIO. */
 int pc_xport_post_receives(struct pc_xport *x, size_t peer, size_t count);
 
+/* Close x before its owner frees what it points to (QPs, CQs, MRs, windows, boards): MPI's
+ * requests still in flight are tested until timeout_ns (their sources, the notices, must
+ * outlive them), then x is PC_CLOSED and its pointers NULL, so every later call through it,
+ * or through a call or plan over it, returns -EBADF instead of touching freed memory. 0, or
+ * -EBUSY where MPI requests were left in flight: their handles are freed (MPI completes them
+ * at the windows' unlock) and their memory is kept, never freed. Safe twice. */
+int pc_xport_close(struct pc_xport *x, int64_t timeout_ns);
+
 /* The halves the calls above dispatch to, by x->kind: papcoll_verbs.c and papcoll_mpi_rma.c,
  * with the same contracts; a failure is recorded by pc_xport_fail (failed_*: -EIO). */
 int pc_xport_fail(struct pc_xport *x, size_t peer, int status, int vendor);
@@ -185,14 +194,13 @@ int pc_mpi_complete(struct pc_xport *x, int64_t timeout_ns);
 /* Give x (kind PC_MPI, n and me set) its MPI half over these handles -- the values of mpi4py's
  * objects' ``handle`` (an int in MPICH, a pointer in Open MPI), converted to mpi.h's types
  * there -- with the adverts at adverts_at in win and the inbox at inbox_at in inbox_win: 0 or
- * -ENOMEM. pc_mpi_close frees it (safe twice); MPI's objects stay the caller's. */
+ * -ENOMEM. pc_xport_close frees it; MPI's objects stay the caller's. */
 int pc_mpi_open(struct pc_xport *x, intptr_t comm, intptr_t win, intptr_t inbox_win,
                 intptr_t dyn, size_t adverts_at, size_t inbox_at);
-void pc_mpi_close(struct pc_xport *x);
-
-/* MPI_Get_library_version of the MPI this core was built against, in out (size bytes, cut
- * there): the MPI error code. Python checks it is the library mpi4py loaded. */
-int pc_mpi_library(char *out, size_t size);
+int pc_mpi_close(struct pc_xport *x, int64_t timeout_ns);
+/* What an XPort never closed leaves at its collection (its finalizer: no MPI call): the
+ * MPI half's memory, unless a request is still in flight, whose memory stays. */
+void pc_mpi_forget(struct pc_xport *x);
 
 /* MPI_Alltoall of count bytes per process on comm (a handle value, as above), send NULL for
  * MPI_IN_PLACE: the MPI error code. The ``mpi`` algorithm's plan (papcoll_call.c). */

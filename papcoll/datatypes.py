@@ -31,7 +31,7 @@ import numpy as np
 from mpi4py import MPI
 
 from .errors import BufferSpecError
-from .native.lib import lib
+from . import _native
 
 
 class Verdict(NamedTuple):
@@ -130,7 +130,7 @@ def _digits(size, shift):
 def _pack(source, count, datatype, packed):
     """MPI_Pack's error code for ``count`` x ``datatype`` from address ``source`` into
     ``packed`` (by count, not by a buffer's length: a datatype's extent may be 0)."""
-    return lib.pc_mpi_pack(source, count, datatype.handle, packed.ctypes.data, packed.nbytes, 0)
+    return _native.mpi_pack(source, count, datatype, packed, False)
 
 
 def from_code(code, what):

@@ -11,7 +11,7 @@ import numpy as np
 from mpi4py import MPI
 
 from .errors import BufferSpecError
-from .native.lib import lib
+from . import _native
 
 CPU = 1                                      # DLPack's kDLCPU
 INT, UINT, FLOAT, COMPLEX, BOOL = 0, 1, 2, 5, 6   # DLPack's type codes
@@ -83,5 +83,4 @@ def _extent(interface):
 def _readable(address):
     """Whether this process can read the byte at ``address`` (a read of ourselves by
     process_vm_readv fails cleanly where a load would fault)."""
-    byte = ctypes.c_uint8()
-    return lib.pc_cma_read(os.getpid(), ctypes.addressof(byte), address, 1) == 1
+    return _native.cma_copy(os.getpid(), bytearray(1), address, False) == 1

@@ -24,7 +24,7 @@ from mpi4py import MPI
 from . import datatypes
 from .buffers import _bytes_of, _implied, _index
 from .errors import BufferSpecError
-from .native.lib import lib
+from . import _native
 
 
 class Blocks:
@@ -60,9 +60,9 @@ class Blocks:
     def pack_one(self, q, unpack=False):
         datatype, where, count = self.moves[q]
         if count:
-            rc = lib.pc_mpi_pack(where or None, count, datatype.handle,
-                                 int(self.data.ctypes.data + self.offset[q]),
-                                 int(self.length[q]), unpack)
+            at = int(self.offset[q])
+            rc = _native.mpi_pack(where or None, count, datatype,
+                                  self.data[at:at + int(self.length[q])], unpack)
             if rc:
                 raise MPI.Exception(rc)
 
@@ -300,8 +300,7 @@ def _mark(mark, low, high, count, start, datatype):
     writes, else 0."""
     mark[low:high] = 0
     ones = np.ones(count * datatype.Get_size(), np.uint8)
-    if lib.pc_mpi_pack(mark.ctypes.data + start, count, datatype.handle, ones.ctypes.data,
-                       ones.nbytes, 1):
+    if _native.mpi_pack(mark.ctypes.data + start, count, datatype, ones, True):
         raise BufferSpecError(f"MPI_Unpack refused {count} x {datatypes.name(datatype)}")
 
 

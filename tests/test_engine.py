@@ -6,6 +6,7 @@ advertisement, writing to it, done -- and checks what each state promises: a cal
 once every block is in, each block is the right one (every byte names its source, destination
 and index), the engine sees exactly the arrivals that happened, and a peer whose call differs
 is named with what it called."""
+import errno
 import types
 
 import numpy as np
@@ -149,3 +150,21 @@ def test_a_peer_whose_call_differs_is_named_with_what_it_called(scheme):
               else s.failed_sig)
     assert theirs == signature.make(9, block)
     assert not r0[block:].any()                      # nothing of the other call was taken
+
+
+def test_a_closed_transport_refuses_every_call_through_it():
+    """Once its transport closes (before the QPs, windows and boards it points to go), a call
+    half done refuses to go on, and nothing reaches the freed memory: -EBADF from the engine,
+    a put, a poll and an arrival test alike; closing twice is safe."""
+    n, block = 2, 16
+    xs, memory = exchanges(n, block)
+    (c0, r0), (c1, r1) = [begin(x, xport.COPY, block) for x in xs]
+    assert step(c0) == ETIMEDOUT
+    native = xs[0].transport.native
+    assert native.close() and native.close()
+    assert native.s.kind == 0 and not native.s.peers and not native.s.boards
+    assert step(c0) == -errno.EBADF and xport.arrived(c0.s, 1) == -errno.EBADF
+    assert native.poll() == -errno.EBADF and native.flush() == -errno.EBADF
+    assert native.put(1, xport.TO_INBOX, 0, 0, address(r0), 1, 0, None) == -errno.EBADF
+    assert step(c1) == DONE                          # its peer's call is whole: 0 had written
+    assert received_right(r1, 1, n, block)

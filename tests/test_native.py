@@ -218,6 +218,44 @@ def test_flag_argument_errors():
         native.flag_store(readonly, 0, 1)
 
 
+def test_flags_hold_their_memory_while_they_live():
+    region = mmap.mmap(-1, 4096)
+    flags = native.Flags(np.frombuffer(region, np.uint64)[::8])
+    flags.store(2, 7)
+    with pytest.raises(BufferError):
+        region.close()                   # the Flags' view still reads it
+    del flags
+    region.close()                       # the view went with the Flags
+
+
+def test_posts_need_their_words_between_flags():
+    flags = native.Flags(np.zeros(8, np.uint64))
+    with pytest.raises(ValueError, match="32 bytes apart"):
+        flags.post(0, 1, 2, 3)
+    padded = np.zeros(32, np.uint64)
+    posts = native.Flags(padded[::4])
+    posts.post(1, 5, 0xab, 0x1000)
+    assert padded[4:8].tolist() == [5, 0, 0xab, 0x1000]    # flag, sig bank 0, bank 1, address
+    assert posts.post_sig(1, 5) == 0xab and posts.post_address(1) == 0x1000
+    with pytest.raises(IndexError, match="out of range"):
+        posts.post(8, 1, 0, 0)
+
+
+def test_native_functions_refuse_bad_arguments():
+    from mpi4py import MPI
+    from papcoll import _native
+    with pytest.raises(TypeError):
+        _native.mpi_pack(None, 1, "not a datatype", bytearray(4), False)
+    with pytest.raises(ValueError, match="read-only"):
+        _native.mpi_pack(None, 1, MPI.INT, b"1234", False)
+    with pytest.raises(TypeError, match="contiguous buffer"):
+        _native.cma_copy(os.getpid(), [0], 4096, False)
+    with pytest.raises(ValueError, match="64 unsigned bits"):
+        _native.cma_copy(os.getpid(), bytearray(1), -1, False)
+    with pytest.raises(ValueError, match="64 unsigned bits"):
+        _native.inbox_slot(0, 4, 1 << 64, 8)
+
+
 # ---- Cross Memory Attach -------------------------------------------------------
 
 @pytest.mark.parametrize("size", [0, 1, 3, 4095, 4097, (1 << 20) + 13])

@@ -1,5 +1,6 @@
-"""The native core's library (native/, built as papcoll._native): loading it with ctypes, and
-the argument checks every binding shares. Nothing here knows what the functions are for."""
+"""The native core's library (native/, built as papcoll._native): the part still reached with
+ctypes, and the argument checks those bindings share. Nothing here knows what the functions
+are for."""
 import ctypes
 import errno
 import math
@@ -19,34 +20,20 @@ EPROTO = -errno.EPROTO
 EMSGSIZE = -errno.EMSGSIZE
 
 
+try:
+    from .. import _native
+except ImportError as e:
+    raise ImportError("papcoll._native is not built; run ./scripts/setup") from e
+
+
 def _load():
-    try:
-        from .. import _native as module    # the same library, as a module (plan.py)
-    except ImportError as e:
-        raise ImportError("papcoll._native is not built; run ./scripts/setup") from e
-    lib = ctypes.CDLL(module.__file__)
+    # The module's own functions and types bind most of the core; these are left to ctypes
+    # until their structs move into the module (issue 29).
+    lib = ctypes.CDLL(_native.__file__)
     c = ctypes
-    ptr, i64, u64, size, ssize, pid = (c.c_void_p, c.c_int64, c.c_uint64, c.c_size_t,
-                                       c.c_ssize_t, c.c_int)
+    ptr, i64, u64, size = c.c_void_p, c.c_int64, c.c_uint64, c.c_size_t
     for name, restype, argtypes in [
-        ("pc_now_ns", i64, []),
-        ("pc_flag_store", None, [ptr, u64]),
-        ("pc_flag_load", u64, [ptr]),
-        ("pc_post", None, [ptr, u64, u64, u64]),
-        ("pc_post_sig", u64, [ptr, u64]),
-        ("pc_post_address", u64, [ptr]),
         ("pc_head_aggregates", None, [ptr, ptr, size, size, u64]),
-        ("pc_inbox_slot", u64, [u64, u64, u64, u64]),
-        ("pc_wait_ge", c.c_int, [ptr, u64, i64]),
-        ("pc_wait_any_ge", c.c_int, [ptr, size, ptr, size, u64, size, i64]),
-        ("pc_wait_ready_ge", c.c_int, [ptr, size, ptr, size, u64, size, ptr, i64]),
-        ("pc_cma_read", ssize, [pid, ptr, ptr, size]),
-        ("pc_cma_write", ssize, [pid, ptr, ptr, size]),
-        ("pc_cma_readv", ssize, [pid, size, ptr, ptr, ptr, c.POINTER(size)]),
-        ("pc_cma_writev", ssize, [pid, size, ptr, ptr, ptr, c.POINTER(size)]),
-        ("pc_cma_probe", ssize, [pid, ptr, size, c.c_size_t, size, size, size, size, ptr]),
-        ("pc_allow_ptrace_any", c.c_int, []),
-        ("pc_drop_ptrace_any", c.c_int, []),
         ("pc_cma_collect", c.c_int, [ptr, size, ptr, size, u64, u64, size, ptr, size, ptr,
                                      size, size, ptr, size, ptr, size, c.POINTER(size), i64]),
         ("pc_wait_all_ge", c.c_int, [ptr, size, ptr, size, u64, i64]),
@@ -54,30 +41,25 @@ def _load():
         ("pc_copy_list", None, [ptr, ptr, ptr, ptr, size, size]),
         ("pc_serve_lists", c.c_int, [ptr, size, ptr, size, u64, u64, size, ptr, ptr, ptr, ptr,
                                      ptr, size, ptr, size, ptr, i64]),
-        ("pc_mpi_pack", c.c_int, [ptr, c.c_int, ssize, ptr, c.c_int, c.c_int]),
     ]:
         fn = getattr(lib, name)
         fn.restype, fn.argtypes = restype, argtypes
-    _same_mpi(lib)
     return lib
 
 
-def _same_mpi(lib):
+def _same_mpi():
     """The core calls MPI through the mpi.h it was built with (setup.py): refuse to run over
     another MPI than mpi4py's, whose handles would mean nothing to it."""
-    version = ctypes.create_string_buffer(4096)
-    lib.pc_mpi_library.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
-    built = lib.pc_mpi_library(version, len(version))
-    ours = version.value.decode(errors="replace").splitlines()[:1]
+    ours = _native.mpi_library().splitlines()[:1]
     theirs = MPI.Get_library_version().rstrip("\0").splitlines()[:1]   # Open MPI counts its NUL
-    if built or ours != theirs:
-        raise ImportError(f"papcoll._native was built for another MPI ({ours or built}) than "
+    if ours != theirs:
+        raise ImportError(f"papcoll._native was built for another MPI ({ours}) than "
                           f"the one mpi4py loaded ({theirs}): rerun ./scripts/setup")
 
 
 lib = _load()
-now_ns = lib.pc_now_ns
-now_ns.__doc__ = "CLOCK_MONOTONIC in nanoseconds (the clock of every native deadline)."
+_same_mpi()
+now_ns = _native.now_ns
 
 
 # ---- argument checks ---------------------------------------------------------

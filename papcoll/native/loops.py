@@ -35,18 +35,18 @@ class SignatureMismatch(Exception):
 def post(flags, i, epoch, sig, address=0):
     """Fill process i's post in ``flags`` for ``epoch`` (native pc_post, the one writer of a
     post): ``address`` (CMA; 0: none) and ``sig``, then the flag (release)."""
-    lib.pc_post(flags.address + i * flags.stride, epoch, sig, address)
+    flags.post(i, epoch, sig, address)
 
 
 def post_sig(flags, i, epoch):
     """Process i's signature for ``epoch`` in its post (native pc_post_sig), read after the
     flag."""
-    return lib.pc_post_sig(flags.address + i * flags.stride, epoch)
+    return flags.post_sig(i, epoch)
 
 
 def post_address(flags, i):
     """The buffer address process i's post publishes (native pc_post_address)."""
-    return lib.pc_post_address(flags.address + i * flags.stride)
+    return flags.post_address(i)
 
 
 def buffer_address(array):
@@ -136,7 +136,7 @@ class PeerLoops:
             if not (isinstance(pids, np.ndarray) and pids.dtype == np.int32 and pids.size == n
                     and pids.flags.c_contiguous):
                 raise TypeError(f"pids must be a contiguous int32 array of {n}")
-            if not (isinstance(acks, Flags) and acks.size == n and acks._writable):
+            if not (isinstance(acks, Flags) and acks.size == n and acks.writable):
                 raise TypeError(f"acks must be a writable Flags of {n}")
             self._pids, self._pids_addr = (pids, acks), address(pids)
         err = ctypes.c_size_t()
@@ -182,7 +182,7 @@ class SegmentLoops(PeerLoops):
     def __init__(self, flags, me, regions, region_stride, slot, epoch, batch=None):
         super().__init__(flags, batch)
         n, self.me, self.slot = self.n, check_index(me, self.n, "me"), slot
-        if not flags._writable:
+        if not flags.writable:
             raise ValueError("flags must be writable: this process posts into them")
         self._regions, where, nbytes = bytes_view(regions, True, "regions")   # kept alive
         if (n - 1) * region_stride + 2 * n * slot > nbytes or region_stride < 2 * n * slot:

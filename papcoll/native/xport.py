@@ -8,7 +8,8 @@ import weakref
 
 import numpy as np
 
-from .lib import address, lib
+from .. import _native
+from .lib import address, lib, timeout_ns
 
 PC_VERBS, PC_MPI, PC_LOOP = 1, 2, 3
 ADVERT, DATA = 0, 1
@@ -78,7 +79,8 @@ lib.pc_xcall_start.restype, lib.pc_xcall_start.argtypes = None, [_XC, _u64, _u64
 lib.pc_xcall_advert.restype, lib.pc_xcall_advert.argtypes = None, [_XC, _size, _u64, _u64,
                                                                     _u32]
 lib.pc_mpi_open.restype, lib.pc_mpi_open.argtypes = _int, [_X, *[_iptr] * 4, _size, _size]
-lib.pc_mpi_close.restype, lib.pc_mpi_close.argtypes = None, [_X]
+lib.pc_xport_close.restype, lib.pc_xport_close.argtypes = _int, [_X, c.c_int64]
+lib.pc_mpi_forget.restype, lib.pc_mpi_forget.argtypes = None, [_X]
 
 
 class XPort:
@@ -99,7 +101,18 @@ class XPort:
         if lib.pc_mpi_open(self.ptr, comm.handle, win.handle, inbox_win.handle, dyn.handle,
                            adverts_at, inbox_at):
             raise MemoryError("mpi-rma: no memory for the transport's requests")
-        weakref.finalize(self, lib.pc_mpi_close, self.ptr)
+        self._forget = weakref.finalize(self, lib.pc_mpi_forget, self.ptr)   # no MPI call
+
+    def close(self, wait=0.0):
+        """pc_xport_close, before the transport frees what the struct points to: every later
+        call through it, or through a call or plan over it, returns -EBADF. MPI's requests
+        still in flight are tested for ``wait`` seconds, then left to MPI (their memory
+        kept): whether all completed."""
+        rc = lib.pc_xport_close(self.ptr, timeout_ns(wait))
+        if hasattr(self, "_forget"):
+            self._forget.detach()
+        self.keep = []
+        return rc == 0
 
     def put(self, peer, dest, offset, rkey, source, nbytes, lkey, notice, signal=1):
         kind, seq, code = notice if notice is not None else (-1, 0, 0)
@@ -164,15 +177,14 @@ def ibv_qp(qp, qp_num, words=48):
         candidates = [accessor]
     else:
         candidates = np.zeros(words, np.uintp)
-        if lib.pc_cma_read(os.getpid(), address(candidates), id(qp),
-                           candidates.nbytes) != candidates.nbytes:
+        if _native.cma_copy(os.getpid(), candidates, id(qp), False) != candidates.nbytes:
             raise OSError("cannot read the pyverbs QP object")
         candidates = candidates.tolist()
     head, size = IbvQpHead(), c.sizeof(IbvQpHead)
     for word in candidates:
         if word < 4096 or word % c.alignment(IbvQpHead):
             continue
-        if lib.pc_cma_read(os.getpid(), c.addressof(head), word, size) != size:
+        if _native.cma_copy(os.getpid(), head, word, False) != size:
             continue
         if (head.qp_num == qp_num and head.qp_type == IBV_QPT_RC and head.context
                 and head.send_cq and head.recv_cq):
@@ -185,5 +197,5 @@ def inbox_slot(bank, n, q, slot):
     lands in ``bank`` (native pc_inbox_slot, the inbox's one layout); ``q`` an int or an
     array of them."""
     if np.ndim(q):
-        return np.array([lib.pc_inbox_slot(bank, n, int(p), slot) for p in q], np.uint64)
-    return lib.pc_inbox_slot(bank, n, q, slot)
+        return np.array([_native.inbox_slot(bank, n, int(p), slot) for p in q], np.uint64)
+    return _native.inbox_slot(bank, n, q, slot)

@@ -33,6 +33,8 @@ from ..native.xport import ADVERT_BYTES
 from .base import KINDS, Descriptor, Transport, keep
 from .regcache import RegistrationCache, owner
 
+CLOSE_WAIT = 1.0    # seconds a close tests MPI's requests still in flight before leaving them
+
 class MpiRmaTransport(Transport):
     name = "mpi-rma"
     # Writes to exposed user buffers go through a dynamic window, which MPICH serves with active
@@ -131,6 +133,8 @@ class MpiRmaTransport(Transport):
         if not self._open:
             return
         self._open = False
+        # Before the windows go: MPI's requests in flight hold the notices' memory.
+        self.native.close(CLOSE_WAIT)
         if collective or not self._pinned:
             self.cache.clear()                    # a pinned buffer stays attached
         self._boards = self.mem = self._inbox = None

@@ -227,6 +227,9 @@ class VerbsTransport(Transport):
         if self._closed:
             return
         self._closed = True
+        native = getattr(self, "native", None)
+        if native is not None:
+            native.close()                 # before the QPs and memory it points to go
         self._local.close()
 
 class _Local:

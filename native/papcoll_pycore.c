@@ -1,0 +1,313 @@
+/* papcoll._native's plain functions: the clock, Cross Memory Attach, MPI's packing and the
+ * check that this build's MPI is mpi4py's.
+ *
+ * Each decodes its arguments once, here: local memory comes as a buffer object, held for the
+ * call (a pointer from Python is never trusted), another process's memory as an address (it
+ * has no object here), an MPI datatype as an mpi4py object, through mpi4py's C API. Copies
+ * run with the GIL released. They return the C core's result; papcoll/native/cma.py turns a
+ * -errno into the error that names the process and the address.
+ */
+#include "papcoll_call.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+
+#include <mpi4py/mpi4py.h>
+
+#include "papcoll_native.h"
+
+int pc_nargs(const char *name, Py_ssize_t nargs, Py_ssize_t lo, Py_ssize_t hi)
+{
+    if (lo <= nargs && nargs <= hi)
+        return 1;
+    PyErr_Format(PyExc_TypeError, "%s takes %zd to %zd arguments (%zd given)", name, lo, hi,
+                 nargs);
+    return 0;
+}
+
+int pc_fast_args(const char *name, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                 const char *const *names, Py_ssize_t lo, Py_ssize_t hi, PyObject **out)
+{
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    if (nargs > hi)
+        return pc_nargs(name, nargs, lo, hi) - 1;
+    for (Py_ssize_t i = 0; i < hi; i++)
+        out[i] = i < nargs ? args[i] : NULL;
+    for (Py_ssize_t k = 0; k < nkw; k++) {
+        PyObject *key = PyTuple_GET_ITEM(kwnames, k);
+        Py_ssize_t i = hi;
+        while (--i >= 0 && PyUnicode_CompareWithASCIIString(key, names[i]) != 0)
+            ;
+        if (i < 0 || out[i] != NULL) {
+            PyErr_Format(PyExc_TypeError, "%s() got %s argument '%U'", name,
+                         i < 0 ? "an unexpected keyword" : "multiple values for", key);
+            return -1;
+        }
+        out[i] = args[nargs + k];
+    }
+    for (Py_ssize_t i = 0; i < lo; i++)
+        if (out[i] == NULL) {
+            PyErr_Format(PyExc_TypeError, "%s() missing argument '%s'", name, names[i]);
+            return -1;
+        }
+    return 0;
+}
+
+static int pid_arg(PyObject *value, pid_t *pid)
+{
+    long p = PyLong_AsLong(value);
+    if (p == -1 && PyErr_Occurred())
+        return -1;
+    if (p <= 0 || p > INT_MAX) {
+        PyErr_Format(PyExc_ValueError, "pid must be a positive process id, not %ld", p);
+        return -1;
+    }
+    *pid = (pid_t)p;
+    return 0;
+}
+
+/* A contiguous buffer, writable if asked: 0 held, -1 with a Python error naming what. */
+static int local_arg(PyObject *obj, int writable, const char *what, Py_buffer *b)
+{
+    if (PyObject_GetBuffer(obj, b, PyBUF_C_CONTIGUOUS) < 0) {
+        PyErr_Clear();
+        if (!PyObject_CheckBuffer(obj))
+            PyErr_Format(PyExc_TypeError, "%s must be a numpy array or a contiguous buffer, "
+                         "not %s", what, Py_TYPE(obj)->tp_name);
+        else
+            PyErr_Format(PyExc_ValueError, "%s must be C-contiguous", what);
+        return -1;
+    }
+    if (!writable || !b->readonly)
+        return 0;
+    PyBuffer_Release(b);
+    PyErr_Format(PyExc_ValueError, "%s is read-only", what);
+    return -1;
+}
+
+static PyObject *now_ns(PyObject *module, PyObject *unused)
+{
+    (void)module, (void)unused;
+    return PyLong_FromLongLong(pc_now_ns());
+}
+
+/* cma_copy(pid, local, remote, write): all of local from (write: to) address remote in pid;
+ * the byte count or -errno. */
+static PyObject *cma_copy(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    pid_t pid;
+    uint64_t remote;
+    Py_buffer b;
+    if (!pc_nargs("cma_copy", nargs, 4, 4) || pid_arg(args[0], &pid) < 0 ||
+        pc_u64_arg(args[2], "remote address", &remote) < 0)
+        return NULL;
+    int write = PyObject_IsTrue(args[3]);
+    if (write < 0 || local_arg(args[1], !write, "local", &b) < 0)
+        return NULL;
+    ssize_t rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = write ? pc_cma_write(pid, b.buf, (void *)(uintptr_t)remote, (size_t)b.len)
+               : pc_cma_read(pid, b.buf, (const void *)(uintptr_t)remote, (size_t)b.len);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&b);
+    return PyLong_FromSsize_t(rc);
+}
+
+/* A 1-D contiguous vector of size_t (numpy uintp). */
+static int sizes_arg(PyObject *obj, const char *what, Py_buffer *b)
+{
+    if (PyObject_GetBuffer(obj, b, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
+        return -1;
+    if (b->itemsize == sizeof(size_t) && b->ndim == 1)
+        return 0;
+    PyErr_Format(PyExc_TypeError, "%s must be a one-dimensional uintp array", what);
+    PyBuffer_Release(b);
+    return -1;
+}
+
+/* cma_vector(pid, local, offsets, remotes, lengths, write): segment i between local[offsets[i]:]
+ * and remotes[i] in pid, lengths[i] bytes: (total or -errno, index of the failing segment).
+ * Every segment is checked to lie inside local before any is copied. */
+static PyObject *cma_vector(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    pid_t pid;
+    Py_buffer b, v[3] = {{0}};
+    static const char *names[] = {"local_offsets", "remote_addrs", "lengths"};
+    if (!pc_nargs("cma_vector", nargs, 6, 6) || pid_arg(args[0], &pid) < 0)
+        return NULL;
+    int write = PyObject_IsTrue(args[5]);
+    if (write < 0 || local_arg(args[1], !write, "local", &b) < 0)
+        return NULL;
+    PyObject *result = NULL;
+    int held = 0;
+    while (held < 3 && sizes_arg(args[2 + held], names[held], &v[held]) == 0)
+        held++;
+    if (held < 3)
+        goto out;
+    size_t n = (size_t)v[0].shape[0], *offsets = v[0].buf, *lengths = v[2].buf;
+    if ((size_t)v[1].shape[0] != n || (size_t)v[2].shape[0] != n) {
+        PyErr_Format(PyExc_ValueError, "local_offsets, remote_addrs and lengths differ in length "
+                     "(%zd, %zd, %zd)", v[0].shape[0], v[1].shape[0], v[2].shape[0]);
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (lengths[i] > (size_t)b.len || offsets[i] > (size_t)b.len - lengths[i]) {
+            PyErr_Format(PyExc_ValueError, "segment %zu (offset %zu, length %zu) exceeds the "
+                         "%zd-byte local buffer", i, offsets[i], lengths[i], b.len);
+            goto out;
+        }
+    uintptr_t *local = malloc((n ? n : 1) * sizeof *local);
+    if (local == NULL) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++)
+        local[i] = (uintptr_t)b.buf + offsets[i];
+    size_t failed = 0;
+    ssize_t rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = (write ? pc_cma_writev : pc_cma_readv)(pid, n, local, v[1].buf, lengths, &failed);
+    Py_END_ALLOW_THREADS
+    free(local);
+    result = Py_BuildValue("nn", (Py_ssize_t)rc, (Py_ssize_t)failed);
+out:
+    while (held > 0)
+        PyBuffer_Release(&v[--held]);
+    PyBuffer_Release(&b);
+    return result;
+}
+
+/* cma_probe(pid, local or None, remote, count, length, stride, times): pc_cma_probe, one
+ * call per int64 of times; its rc. */
+static PyObject *cma_probe(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    pid_t pid;
+    uint64_t remote;
+    Py_ssize_t count, length, stride;
+    Py_buffer local = {0}, times;
+    if (!pc_nargs("cma_probe", nargs, 7, 7) || pid_arg(args[0], &pid) < 0 ||
+        pc_u64_arg(args[2], "remote address", &remote) < 0)
+        return NULL;
+    count = PyLong_AsSsize_t(args[3]);
+    length = PyLong_AsSsize_t(args[4]);
+    stride = PyLong_AsSsize_t(args[5]);
+    if (PyErr_Occurred())
+        return NULL;
+    if (count < 0 || count > IOV_MAX || length < 0 || stride < 0) {
+        PyErr_Format(PyExc_ValueError, "need 0 <= riov_count <= %d, riov_len >= 0, riov_stride "
+                     ">= 0 (got %zd, %zd, %zd)", IOV_MAX, count, length, stride);
+        return NULL;
+    }
+    if (args[1] != Py_None && local_arg(args[1], 1, "local", &local) < 0)
+        return NULL;
+    if (local_arg(args[6], 1, "times", &times) < 0 || times.len < 8) {
+        if (times.obj != NULL && times.len < 8) {
+            PyBuffer_Release(&times);
+            PyErr_SetString(PyExc_ValueError, "times must hold at least one int64");
+        }
+        if (local.obj != NULL)
+            PyBuffer_Release(&local);
+        return NULL;
+    }
+    ssize_t rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = pc_cma_probe(pid, local.buf, (size_t)local.len, (uintptr_t)remote, (size_t)count,
+                      (size_t)length, (size_t)stride, (size_t)times.len / 8, times.buf);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&times);
+    if (local.obj != NULL)
+        PyBuffer_Release(&local);
+    return PyLong_FromSsize_t(rc);
+}
+
+static PyObject *allow_ptrace_any(PyObject *module, PyObject *unused)
+{
+    (void)module, (void)unused;
+    return PyLong_FromLong(pc_allow_ptrace_any());
+}
+
+static PyObject *drop_ptrace_any(PyObject *module, PyObject *unused)
+{
+    (void)module, (void)unused;
+    return PyLong_FromLong(pc_drop_ptrace_any());
+}
+
+/* inbox_slot(bank, n, q, slot): pc_inbox_slot, the inbox's one layout. */
+static PyObject *inbox_slot(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    uint64_t a[4];
+    static const char *names[] = {"bank", "n", "q", "slot"};
+    if (!pc_nargs("inbox_slot", nargs, 4, 4))
+        return NULL;
+    for (int i = 0; i < 4; i++)
+        if (pc_u64_arg(args[i], names[i], &a[i]) < 0)
+            return NULL;
+    return PyLong_FromUnsignedLongLong(pc_inbox_slot(a[0], a[1], a[2], a[3]));
+}
+
+static PyObject *mpi_library(PyObject *module, PyObject *unused)
+{
+    (void)module, (void)unused;
+    char version[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len, rc = MPI_Get_library_version(version, &len);
+    if (rc != MPI_SUCCESS)
+        return PyErr_Format(PyExc_RuntimeError, "MPI_Get_library_version failed (%d)", rc);
+    return PyUnicode_DecodeUTF8(version, (Py_ssize_t)strnlen(version, (size_t)len), "replace");
+}
+
+/* mpi_pack(at, count, datatype, packed, unpack): MPI_Pack of count x datatype (an
+ * MPI.Datatype) from address at (None: MPI_BOTTOM) into packed, or MPI_Unpack back; MPI's
+ * error code. The packed side is a buffer held for the call. */
+static PyObject *mpi_pack(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    uint64_t at = 0;
+    int count;
+    if (!pc_nargs("mpi_pack", nargs, 5, 5) ||
+        (args[0] != Py_None && pc_u64_arg(args[0], "address", &at) < 0))
+        return NULL;
+    count = _PyLong_AsInt(args[1]);
+    MPI_Datatype *type = count == -1 && PyErr_Occurred() ? NULL : PyMPIDatatype_Get(args[2]);
+    int unpack = type == NULL ? -1 : PyObject_IsTrue(args[4]);
+    Py_buffer b;
+    if (unpack < 0 || local_arg(args[3], !unpack, "packed", &b) < 0)
+        return NULL;
+    if (b.len > INT_MAX) {
+        PyBuffer_Release(&b);
+        return PyErr_Format(PyExc_OverflowError, "a packed buffer of %zd bytes", b.len);
+    }
+    int rc = pc_mpi_pack(at ? (void *)(uintptr_t)at : NULL, count, (intptr_t)*type, b.buf,
+                         (int)b.len, unpack);
+    PyBuffer_Release(&b);
+    return PyLong_FromLong(rc);
+}
+
+#define FASTCALL(f) (PyCFunction)(void (*)(void))(f), METH_FASTCALL
+
+static PyMethodDef core_methods[] = {
+    {"now_ns", now_ns, METH_NOARGS, "CLOCK_MONOTONIC in ns (the clock of every native deadline)."},
+    {"cma_copy", FASTCALL(cma_copy), "cma_copy(pid, local, remote, write) -> bytes or -errno"},
+    {"cma_vector", FASTCALL(cma_vector),
+     "cma_vector(pid, local, offsets, remotes, lengths, write) -> (total or -errno, segment)"},
+    {"cma_probe", FASTCALL(cma_probe),
+     "cma_probe(pid, local, remote, count, length, stride, times) -> rc"},
+    {"allow_ptrace_any", allow_ptrace_any, METH_NOARGS, "pc_allow_ptrace_any: 0 or -errno"},
+    {"drop_ptrace_any", drop_ptrace_any, METH_NOARGS, "pc_drop_ptrace_any: 0 or -errno"},
+    {"inbox_slot", FASTCALL(inbox_slot), "inbox_slot(bank, n, q, slot): the slot's offset"},
+    {"mpi_library", mpi_library, METH_NOARGS, "the version string of the MPI built against"},
+    {"mpi_pack", FASTCALL(mpi_pack),
+     "mpi_pack(at, count, datatype, packed, unpack) -> MPI's error code"},
+    {NULL, NULL, 0, NULL},
+};
+
+int pc_add_core(PyObject *module)
+{
+    if (import_mpi4py() < 0)
+        return -1;
+    return PyModule_AddFunctions(module, core_methods);
+}
