@@ -50,22 +50,19 @@ static int flags_init(Flags *self, PyObject *args, PyObject *kwds)
     Py_buffer v;
     if (PyObject_GetBuffer(array, &v, PyBUF_RECORDS_RO) < 0)
         return -1;
-    const char *bad = NULL;
-    PyObject *type = PyExc_ValueError;
     Py_ssize_t stride = v.ndim == 1 && v.shape[0] > 1 ? v.strides[0] : 8;
     if (!is_u64(&v))
-        bad = "flags must have dtype uint64 (native order), not format '%s'", type = PyExc_TypeError;
+        PyErr_Format(PyExc_TypeError, "flags must have dtype uint64 (native order), not "
+                     "format '%s'", v.format ? v.format : "B");
     else if (v.ndim != 1)
-        bad = "flags must be one-dimensional (got %d dimensions)";
+        PyErr_Format(PyExc_ValueError, "flags must be one-dimensional (got %d dimensions)",
+                     v.ndim);
     else if (stride <= 0 || stride % 8)
-        bad = "flags need a positive stride that is a multiple of 8 bytes";
+        PyErr_SetString(PyExc_ValueError,
+                        "flags need a positive stride that is a multiple of 8 bytes");
     else if ((uintptr_t)v.buf % 8)
-        bad = "flags must be 8-byte aligned";
-    if (bad != NULL) {
-        if (type == PyExc_TypeError)
-            PyErr_Format(type, bad, v.format ? v.format : "B");
-        else
-            PyErr_Format(type, bad, v.ndim);
+        PyErr_SetString(PyExc_ValueError, "flags must be 8-byte aligned");
+    if (PyErr_Occurred()) {
         PyBuffer_Release(&v);
         return -1;
     }

@@ -60,13 +60,12 @@ class CallCache:
         if ctx.active is not None or ctx.dropped or ctx.closed or ctx.broken is not None:
             self.entry.stale = True
 
-    def keep(self, site, plan, chosen=None, pinned=False):
-        """``plan``, bound to the shape of a call of ``site`` the full path just checked;
-        ``chosen``: the algorithm its calls are said to be served by (``Communicator.chosen``),
-        if not the plan's own (a 1-process communicator's calls are all MPI's copy, whatever
-        they resolved to: api.py); ``pinned``: a request holds it (:meth:`pin`)."""
+    def keep(self, site, plan, chosen=None):
+        """``plan``, bound to the shape of a call of ``site`` the full path just checked (a
+        request's, pinned first); ``chosen``: the algorithm its calls are said to be served by
+        (``Communicator.chosen``), if not the plan's own (a 1-process communicator's calls are
+        all MPI's copy, whatever they resolved to: api.py)."""
         plan.chosen = chosen or plan.algorithm.name
-        plan.pins += pinned
         _, plans, _, used = self.entry.sites.get(site, ((), (), (), []))
         self.entry.tick += 1
         self._publish(site, plans + (plan,), used + [self.entry.tick])

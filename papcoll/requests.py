@@ -324,7 +324,8 @@ def planned(ctx, site, full, sendbuf, recvbuf, algorithm):
             algo.planv(sendbuf, recvbuf, send, recv))
     if plan is not None:
         alike = name == policy.resolve(ctx, algorithm, CALLS[w], recv.block if w is None else None)
-        ctx.cache.keep(site if alike else requests_site(site), plan, pinned=True)
+        ctx.cache.pin(plan)
+        ctx.cache.keep(site if alike else requests_site(site), plan)
     return plan
 
 

@@ -30,24 +30,24 @@ class MpiAlltoall(Algorithm):
         (self.ctx.comm.Alltoallw if w else self.ctx.comm.Alltoallv)(sendbuf, recvbuf)
 
     def start(self, send, recv, persistent=None):
-        """MPI's Ialltoall, or for a persistent request MPI's own (made at its first start)."""
-        comm = self.ctx.comm
-        if persistent is None:
-            return Started(comm.Ialltoall(*self.specs(send, recv)))
-        return self.persistent(persistent, lambda: comm.Alltoall_init(*self.specs(send, recv)))
+        return self._begin(None, self.specs(send, recv), persistent)
 
     def startv(self, send, recv, specs, persistent=None):
         w, sendbuf, recvbuf = specs
-        comm = self.ctx.comm
-        if persistent is None:
-            return Started((comm.Ialltoallw if w else comm.Ialltoallv)(sendbuf, recvbuf))
-        return self.persistent(persistent, lambda: (comm.Alltoallw_init if w else
-                                                    comm.Alltoallv_init)(sendbuf, recvbuf))
+        return self._begin(w, (sendbuf, recvbuf), persistent)
 
-    @staticmethod
-    def persistent(kept, make):
+    def _begin(self, w, specs, kept):
+        """MPI's nonblocking call of these specs -- Ialltoall (``w`` None), Ialltoallv or
+        Ialltoallw -- or for a persistent request (``kept``) MPI's own, made at its first
+        start."""
+        comm = self.ctx.comm
+        begin, init = ((comm.Ialltoall, comm.Alltoall_init) if w is None else
+                       (comm.Ialltoallw, comm.Alltoallw_init) if w else
+                       (comm.Ialltoallv, comm.Alltoallv_init))
+        if kept is None:
+            return Started(begin(*specs))
         if kept.request is None:
-            kept.request = make()
+            kept.request = init(*specs)
         kept.request.Start()
         return Started(kept.request, kept)
 
@@ -78,23 +78,17 @@ class MpiAlltoall(Algorithm):
         raise MPI.Exception(-rc)
 
     def started(self, plan, rc, sendbuf, recvbuf, kept=None):
-        """MPI's nonblocking call (or a persistent request's own, made at its first start)
-        with the specs the full path gives it: an Alltoall's in bytes, as :meth:`specs`."""
-        comm, kind = self.ctx.comm, plan.s.kind
-        if kind == MPI_ALLTOALL:
-            count = plan.s.nbytes // plan.s.n
+        """MPI's nonblocking call (or a persistent request's own) with the specs the full
+        path gives it: an Alltoall's in bytes, as :meth:`specs`."""
+        kind = plan.s.kind
+        if kind != MPI_ALLTOALL:
+            return self._begin(kind == MPIW, (sendbuf, recvbuf), kept)
+        count = plan.s.nbytes // plan.s.n
 
-            def data(spec):
-                return [spec[0] if plan.s.datatype else spec, count, MPI.BYTE]
-            specs = (MPI.IN_PLACE if sendbuf is MPI.IN_PLACE else data(sendbuf), data(recvbuf))
-            begin, init = comm.Ialltoall, comm.Alltoall_init
-        else:
-            specs = (sendbuf, recvbuf)
-            begin, init = ((comm.Ialltoallw, comm.Alltoallw_init) if kind == MPIW else
-                           (comm.Ialltoallv, comm.Alltoallv_init))
-        if kept is None:
-            return Started(begin(*specs))
-        return self.persistent(kept, lambda: init(*specs))
+        def data(spec):
+            return [spec[0] if plan.s.datatype else spec, count, MPI.BYTE]
+        send = MPI.IN_PLACE if sendbuf is MPI.IN_PLACE else data(sendbuf)
+        return self._begin(None, (send, data(recvbuf)), kept)
 
 
 class Started:

@@ -8,11 +8,10 @@ blocking, nonblocking (Tested until complete) or persistent (started twice, then
 random: one call object serves all three. Beside the data, a model of the cache (least recently
 used, callcache.CAPACITY plans) says which calls must enter C once (a hit; a request's: by the
 plan its shape has, a persistent one's at its init) and which take the full path: the worker
-asserts that, call by call. Two shapes
-differ only in the dtype the same bytes are viewed with; one Alltoallv and one Alltoallw are
-in place (planned too: ``pap_direct``'s send side a staged copy), and one Alltoallv's datatype takes every other
-int64 (a side MPI packs); halfway, an Alltoallw datatype is
-freed and made again (a freed datatype's object must never find a plan: the cache drops them
+asserts that, call by call. Two shapes differ only in the dtype the same bytes are viewed
+with; one Alltoallv and one Alltoallw are in place (planned too: ``pap_direct``'s send side a
+staged copy), and one Alltoallv's datatype takes every other int64 (a side MPI packs);
+halfway, an Alltoallw datatype is freed and made again (a freed datatype's object must never find a plan: the cache drops them
 all, and every shape's next call takes the full path).
 Prints SHAPES ok <hits> <misses>.
 """
