@@ -169,6 +169,7 @@ void pc_mpi_forget(struct pc_xport *x)
     if (m != NULL && m->in_flight == 0)
         mpi_free(m);
     x->mpi = NULL;
+    x->kind = PC_CLOSED;        /* a call still holding x gets -EBADF, never a NULL m */
 }
 
 static int mpi_rput(struct pc_xport *x, size_t peer, const void *src, int count,

@@ -271,8 +271,13 @@ static PyObject *mpi_pack(PyObject *module, PyObject *const *args, Py_ssize_t na
     if (!pc_nargs("mpi_pack", nargs, 5, 5) ||
         (args[0] != Py_None && pc_u64_arg(args[0], "address", &at) < 0))
         return NULL;
-    count = _PyLong_AsInt(args[1]);
-    MPI_Datatype *type = count == -1 && PyErr_Occurred() ? NULL : PyMPIDatatype_Get(args[2]);
+    long given = PyLong_AsLong(args[1]);
+    if (given == -1 && PyErr_Occurred())
+        return NULL;
+    if (given < 0 || given > INT_MAX)
+        return PyErr_Format(PyExc_ValueError, "count must be 0..%d, not %ld", INT_MAX, given);
+    count = (int)given;
+    MPI_Datatype *type = PyMPIDatatype_Get(args[2]);
     int unpack = type == NULL ? -1 : PyObject_IsTrue(args[4]);
     Py_buffer b;
     if (unpack < 0 || local_arg(args[3], !unpack, "packed", &b) < 0)

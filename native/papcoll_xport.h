@@ -199,7 +199,8 @@ int pc_mpi_open(struct pc_xport *x, intptr_t comm, intptr_t win, intptr_t inbox_
                 intptr_t dyn, size_t adverts_at, size_t inbox_at);
 int pc_mpi_close(struct pc_xport *x, int64_t timeout_ns);
 /* What an XPort never closed leaves at its collection (its finalizer: no MPI call): the
- * MPI half's memory, unless a request is still in flight, whose memory stays. */
+ * MPI half's memory, unless a request is still in flight, whose memory stays; x is then
+ * PC_CLOSED, as after pc_xport_close. */
 void pc_mpi_forget(struct pc_xport *x);
 
 /* MPI_Alltoall of count bytes per process on comm (a handle value, as above), send NULL for

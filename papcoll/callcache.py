@@ -36,6 +36,7 @@ class CallCache:
 
     def __init__(self, entry):
         self.entry = entry
+        self.count = 0            # plans published, pinned ones included
         self.layouts = Layouts(2 * CAPACITY)
         self._freed = False       # a datatype was freed: plans may name its object
         datatypes.watch(self)
@@ -98,8 +99,9 @@ class CallCache:
         self._bound()
 
     def _bound(self):
-        """Evict the least recently used unpinned plans beyond CAPACITY."""
-        while True:
+        """Evict the least recently used unpinned plans beyond CAPACITY (at once where all
+        the plans fit: a request's unpin is on its every completion)."""
+        while self.count > CAPACITY:
             free = [last for _, plans, _, used in self.entry.sites.values()
                     for plan, last in zip(plans, used) if not plan.pins]
             if len(free) <= CAPACITY:
@@ -129,6 +131,7 @@ class CallCache:
                 self._publish(site, tuple(plan for plan, _ in kept), [last for _, last in kept])
 
     def _publish(self, site, plans, used):
+        self.count += len(plans) - len(self.entry.sites.get(site, ((), ()))[1])
         if plans:
             self.entry.sites[site] = (tuple(plan.address for plan in plans), plans,
                                       tuple(plan.chosen for plan in plans), used)
@@ -140,7 +143,7 @@ class CallCache:
         return list(self.entry.sites.get(site, ((), ()))[1])
 
     def __len__(self):
-        return sum(len(plans) for _, plans, _, _ in self.entry.sites.values())
+        return self.count
 
 
 def requests_site(site):

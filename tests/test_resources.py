@@ -1,6 +1,8 @@
 """Resources (tests/mpi/resources.py): buffers never pinned past their call, Communicators
-dropped without close() freed, exit with a broken Communicator that never hangs."""
+dropped without close() freed, objects dropped in any order, exit with a broken Communicator
+that never hangs."""
 import time
+from pathlib import Path
 
 import pytest
 
@@ -30,3 +32,12 @@ def test_unclosed_communicators_are_freed(run_mpi, nprocs, count, name):
     res = run_mpi(nprocs, "resources.py", "unclosed", str(count), *([name] if name else []),
                   timeout=600)
     ok(res, "unclosed")
+
+
+@pytest.mark.parametrize("name,node_size", [("mpi", 3), ("pap_direct", 1), ("pap_direct", 2),
+                                            ("pap_shm_direct", 2)])
+def test_objects_dropped_in_any_order_leave_nothing(run_mpi, name, node_size):
+    segments = set(Path("/dev/shm").glob("papcoll-*"))
+    ok(run_mpi(3, "resources.py", "orders", name, env={"PAPCOLL_NODE_SIZE": str(node_size)},
+               timeout=180), "orders")
+    assert set(Path("/dev/shm").glob("papcoll-*")) <= segments

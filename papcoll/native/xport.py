@@ -101,7 +101,10 @@ class XPort:
         if lib.pc_mpi_open(self.ptr, comm.handle, win.handle, inbox_win.handle, dyn.handle,
                            adverts_at, inbox_at):
             raise MemoryError("mpi-rma: no memory for the transport's requests")
-        self._forget = weakref.finalize(self, lib.pc_mpi_forget, self.ptr)   # no MPI call
+        # No MPI call; and not at exit, where papcoll's own close (api.py) still completes the
+        # calls in flight through this struct, after weakref's exit hook has run.
+        self._forget = weakref.finalize(self, lib.pc_mpi_forget, self.ptr)
+        self._forget.atexit = False
 
     def close(self, wait=0.0):
         """pc_xport_close, before the transport frees what the struct points to: every later

@@ -5,10 +5,16 @@ never closed, and a broken one left open at exit.
 rss NAME KIND      100 calls, each with a fresh 16 MiB receive buffer (KIND numpy or
                    bytearray): resident memory stays flat, no registration outlives its call.
 unclosed COUNT [NAME]  COUNT Communicators made and dropped without close(), one call each.
+orders NAME        objects dropped in every order, never closed: a Communicator before its
+                   requests (which still complete right), requests dropped active (one before
+                   a call, one with their Communicator), and one left at exit with a
+                   persistent request started; the
+                   test then finds no papcoll segment in /dev/shm and no crash.
 exit_broken NAME   the last rank never calls; the others time out and exit without close(),
                    the last rank exits too: MPI_Finalize must come at once (atexit closes
                    what is left without hanging).
 """
+import gc
 import os
 import sys
 import time
@@ -76,5 +82,51 @@ def exit_broken(name):
     globals()["left_open"] = pc                      # never closed: MPI_Finalize's business
 
 
-main({"rss": rss, "unclosed": lambda count, *name: unclosed(int(count), *name),
+def orders(name):
+    requests = name if name in ("mpi", "pap_direct") else "auto"   # those that serve them
+
+    def call(pc=None):
+        send, want = fresh(4)
+        recv = np.empty_like(send)
+        if pc is not None:                           # a blocking call: the node's segments
+            pc.Alltoall(send, recv, algorithm=name)
+            assert np.array_equal(recv, want)
+        return send, recv, want
+
+    pc = papcoll.Communicator(world)                 # dropped before its requests
+    call(pc)
+    (s1, r1, w1), (s2, r2, w2) = call(), call()
+    persistent = pc.Alltoall_init(s1, r1, algorithm=requests)
+    nonblocking = pc.Ialltoall(s2, r2, algorithm=requests)
+    del pc
+    gc.collect()
+    nonblocking.Wait()
+    persistent.Start()
+    persistent.Wait()
+    assert np.array_equal(r1, w1) and np.array_equal(r2, w2)
+    del persistent, nonblocking
+    gc.collect()
+
+    pc = papcoll.Communicator(world)                 # requests dropped active, then it
+    persistent = pc.Alltoall_init(*call()[:2], algorithm=requests)
+    persistent.Start()
+    del persistent
+    gc.collect()
+    call(pc)                                         # the dropped call completes first
+    nonblocking = pc.Ialltoall(*call()[:2], algorithm=requests)
+    del nonblocking, pc
+    gc.collect()
+
+    pc = papcoll.Communicator(world)                 # left at exit, a request started
+    call(pc)
+    send, recv, want = call()
+    persistent = pc.Alltoall_init(send, recv, algorithm=requests)
+    persistent.Start()
+    persistent.Wait()
+    assert np.array_equal(recv, want)
+    persistent.Start()
+    globals()["left"] = (pc, persistent)             # the interpreter's exit closes them
+
+
+main({"rss": rss, "orders": orders, "unclosed": lambda count, *name: unclosed(int(count), *name),
       "exit_broken": exit_broken})
