@@ -202,15 +202,15 @@ static PyObject *cma_probe(PyObject *module, PyObject *const *args, Py_ssize_t n
                      ">= 0 (got %zd, %zd, %zd)", IOV_MAX, count, length, stride);
         return NULL;
     }
-    if (args[1] != Py_None && local_arg(args[1], 1, "local", &local) < 0)
+    if (local_arg(args[6], 1, "times", &times) < 0)
         return NULL;
-    if (local_arg(args[6], 1, "times", &times) < 0 || times.len < 8) {
-        if (times.obj != NULL && times.len < 8) {
-            PyBuffer_Release(&times);
-            PyErr_SetString(PyExc_ValueError, "times must hold at least one int64");
-        }
-        if (local.obj != NULL)
-            PyBuffer_Release(&local);
+    if (times.len < 8) {
+        PyBuffer_Release(&times);
+        PyErr_SetString(PyExc_ValueError, "times must hold at least one int64");
+        return NULL;
+    }
+    if (args[1] != Py_None && local_arg(args[1], 1, "local", &local) < 0) {
+        PyBuffer_Release(&times);
         return NULL;
     }
     ssize_t rc;

@@ -91,20 +91,6 @@ def timeout_ns(timeout):
     return int(t * 1e9)
 
 
-def u64(value, what):
-    v = operator.index(value)
-    if not 0 <= v < 1 << 64:
-        raise ValueError(f"{what} must fit in 64 unsigned bits, not {v}")
-    return v
-
-
-def check_pid(pid):
-    p = operator.index(pid)
-    if not 0 < p < 1 << 31:
-        raise ValueError(f"pid must be a positive process id, not {p}")
-    return p
-
-
 def bytes_view(buf, writable, what):
     """A contiguous buffer as (array, address, nbytes), the array keeping it alive."""
     if not isinstance(buf, np.ndarray):
