@@ -390,7 +390,8 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_native",
 PyMODINIT_FUNC PyInit__native(void)
 {
     PyObject *m = PyModule_Create(&module);
-    if (m != NULL && (pc_add_entry(m) < 0 || pc_add_flags(m) < 0 || pc_add_core(m) < 0))
+    if (m != NULL && (pc_add_entry(m) < 0 || pc_add_flags(m) < 0 || pc_add_core(m) < 0 ||
+                      pc_add_xport(m) < 0))
         Py_CLEAR(m);
     return m;
 }

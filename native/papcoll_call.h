@@ -45,9 +45,13 @@ int pc_fast_args(const char *name, PyObject *const *args, Py_ssize_t nargs, PyOb
  * seconds >= 0 as nanoseconds (every wait is bounded): 0, or -1 with a Python error. */
 int pc_u64_arg(PyObject *value, const char *what, uint64_t *out);
 int pc_timeout_arg(PyObject *value, int64_t *out);
+/* A contiguous buffer, writable if asked: 0 held, -1 with a Python error naming what. */
+int pc_local_arg(PyObject *obj, int writable, const char *what, Py_buffer *b);
 /* Add the Flags type (papcoll_pyflags.c) and the plain functions (papcoll_pycore.c). */
 int pc_add_flags(PyObject *module);
 int pc_add_core(PyObject *module);
+/* Add the XPort and MR types (papcoll_pyxport.c). */
+int pc_add_xport(PyObject *module);
 /* Add the Entry type (papcoll_entry.c) to the module: 0, or -1 with a Python error. */
 int pc_add_entry(PyObject *module);
 

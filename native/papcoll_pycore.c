@@ -67,8 +67,7 @@ static int pid_arg(PyObject *value, pid_t *pid)
     return 0;
 }
 
-/* A contiguous buffer, writable if asked: 0 held, -1 with a Python error naming what. */
-static int local_arg(PyObject *obj, int writable, const char *what, Py_buffer *b)
+int pc_local_arg(PyObject *obj, int writable, const char *what, Py_buffer *b)
 {
     if (PyObject_GetBuffer(obj, b, PyBUF_C_CONTIGUOUS) < 0) {
         PyErr_Clear();
@@ -104,7 +103,7 @@ static PyObject *cma_copy(PyObject *module, PyObject *const *args, Py_ssize_t na
         pc_u64_arg(args[2], "remote address", &remote) < 0)
         return NULL;
     int write = PyObject_IsTrue(args[3]);
-    if (write < 0 || local_arg(args[1], !write, "local", &b) < 0)
+    if (write < 0 || pc_local_arg(args[1], !write, "local", &b) < 0)
         return NULL;
     ssize_t rc;
     Py_BEGIN_ALLOW_THREADS
@@ -139,7 +138,7 @@ static PyObject *cma_vector(PyObject *module, PyObject *const *args, Py_ssize_t 
     if (!pc_nargs("cma_vector", nargs, 6, 6) || pid_arg(args[0], &pid) < 0)
         return NULL;
     int write = PyObject_IsTrue(args[5]);
-    if (write < 0 || local_arg(args[1], !write, "local", &b) < 0)
+    if (write < 0 || pc_local_arg(args[1], !write, "local", &b) < 0)
         return NULL;
     PyObject *result = NULL;
     int held = 0;
@@ -202,14 +201,14 @@ static PyObject *cma_probe(PyObject *module, PyObject *const *args, Py_ssize_t n
                      ">= 0 (got %zd, %zd, %zd)", IOV_MAX, count, length, stride);
         return NULL;
     }
-    if (local_arg(args[6], 1, "times", &times) < 0)
+    if (pc_local_arg(args[6], 1, "times", &times) < 0)
         return NULL;
     if (times.len < 8) {
         PyBuffer_Release(&times);
         PyErr_SetString(PyExc_ValueError, "times must hold at least one int64");
         return NULL;
     }
-    if (args[1] != Py_None && local_arg(args[1], 1, "local", &local) < 0) {
+    if (args[1] != Py_None && pc_local_arg(args[1], 1, "local", &local) < 0) {
         PyBuffer_Release(&times);
         return NULL;
     }
@@ -280,7 +279,7 @@ static PyObject *mpi_pack(PyObject *module, PyObject *const *args, Py_ssize_t na
     MPI_Datatype *type = PyMPIDatatype_Get(args[2]);
     int unpack = type == NULL ? -1 : PyObject_IsTrue(args[4]);
     Py_buffer b;
-    if (unpack < 0 || local_arg(args[3], !unpack, "packed", &b) < 0)
+    if (unpack < 0 || pc_local_arg(args[3], !unpack, "packed", &b) < 0)
         return NULL;
     if (b.len > INT_MAX) {
         PyBuffer_Release(&b);

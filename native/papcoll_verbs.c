@@ -1,71 +1,18 @@
-/* papcoll's one-sided transports, native half over verbs (see papcoll_xport.h).
- *
- * The few libibverbs types the hot path touches, as the public ABI (infiniband/verbs.h)
- * lays them out -- an ABI libibverbs keeps stable -- so that the native core builds without
- * rdma-core's headers. The provider's entry points are called as verbs.h's inline
- * ibv_post_send, ibv_post_recv and ibv_poll_cq call them: through the context's ops table.
- * Python checks that it found the right objects (transport/verbs.py). */
+/* papcoll's one-sided transports, native half over verbs (see papcoll_xport.h): the hot path,
+ * libibverbs' inline ibv_post_send, ibv_post_recv and ibv_poll_cq on the QPs and CQs that
+ * papcoll_ibv.c made. */
 #include "papcoll_xport.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <string.h>
 
+#include <infiniband/verbs.h>
+
+#include "papcoll_ibv.h"
 #include "papcoll_native.h"
 
-
-struct pcv_sge {
-    uint64_t addr;
-    uint32_t length, lkey;
-};
-
-struct pcv_send_wr {
-    uint64_t wr_id;
-    struct pcv_send_wr *next;
-    struct pcv_sge *sg_list;
-    int num_sge, opcode;
-    unsigned int send_flags;
-    uint32_t imm_data;          /* network byte order */
-    uint64_t remote_addr;       /* wr.rdma, at offset 40 */
-    uint32_t rkey;
-    char rest[92];              /* the rest of the real struct (128 bytes): zero */
-};
-
-struct pcv_recv_wr {
-    uint64_t wr_id;
-    struct pcv_recv_wr *next;
-    struct pcv_sge *sg_list;
-    int num_sge;
-};
-
-struct pcv_wc {
-    uint64_t wr_id;
-    int status, opcode;
-    uint32_t vendor_err, byte_len, imm_data, qp_num, src_qp;
-    unsigned int wc_flags;
-    uint16_t pkey_index, slid;
-    uint8_t sl, dlid_path_bits;
-};
-
-struct pcv_cq {                 /* struct ibv_cq's head */
-    void *context;
-};
-
-enum { PCV_POLL_CQ = 11, PCV_POST_SEND = 25, PCV_POST_RECV = 26 }; /* ibv_context_ops slots */
-enum { PCV_WRITE = 0, PCV_WRITE_WITH_IMM = 1, PCV_SIGNALED = 2, PCV_INLINE = 8 };
-enum { PCV_WC_WR_FLUSH_ERR = 5 };
-#define PCV_INLINE_MAX 64       /* the QPs' max_inline_data (transport/verbs.py) */
-#define PCV_POLL 32             /* completions reaped per poll_cq */
-
-typedef int (*pcv_poll_cq_fn)(void *, int, struct pcv_wc *);
-typedef int (*pcv_post_send_fn)(void *, struct pcv_send_wr *, struct pcv_send_wr **);
-typedef int (*pcv_post_recv_fn)(void *, struct pcv_recv_wr *, struct pcv_recv_wr **);
-
-static void *op(void *context, int slot)
-{
-    /* struct ibv_context: a device pointer, then the ops table */
-    return ((void **)((char *)context + sizeof(void *)))[slot];
-}
+#define PCV_POLL 32             /* completions reaped per ibv_poll_cq */
 
 /* The peer whose QP has this number (qp_order sorts the peers by it). */
 static size_t peer_of(const struct pc_xport *x, uint32_t qp_num)
@@ -99,32 +46,32 @@ int pc_verbs_put(struct pc_xport *x, size_t peer, int dest, uint64_t offset, uin
                  uint32_t code, int signal)
 {
     struct pc_vpeer *p = &x->peers[peer];
-    struct pcv_sge sge = {(uint64_t)(uintptr_t)src, (uint32_t)len, lkey};
-    struct pcv_send_wr wr;
+    struct ibv_sge sge = {(uint64_t)(uintptr_t)src, (uint32_t)len, lkey};
+    struct ibv_send_wr wr;
     memset(&wr, 0, sizeof wr);
     wr.sg_list = &sge;
     wr.num_sge = 1;
     if (len == 0) {                       /* a notice alone: an empty SGE */
         sge.addr = x->scratch;
         sge.lkey = x->scratch_lkey;
-    } else if (len <= PCV_INLINE_MAX) {
-        wr.send_flags |= PCV_INLINE;
+    } else if (len <= PC_IBV_INLINE) {
+        wr.send_flags |= IBV_SEND_INLINE;
     }
     if (kind >= 0) {
-        wr.opcode = PCV_WRITE_WITH_IMM;
+        wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
         wr.imm_data = htonl(pc_imm(kind, seq, code));
     } else {
-        wr.opcode = PCV_WRITE;
+        wr.opcode = IBV_WR_RDMA_WRITE;
     }
     if (dest == PC_TO_ADVERTS) {
-        wr.remote_addr = p->adverts_addr + offset;
-        wr.rkey = p->adverts_rkey;
+        wr.wr.rdma.remote_addr = p->adverts_addr + offset;
+        wr.wr.rdma.rkey = p->adverts_rkey;
     } else if (dest == PC_TO_INBOX) {
-        wr.remote_addr = p->inbox_addr + offset;
-        wr.rkey = p->inbox_rkey;
+        wr.wr.rdma.remote_addr = p->inbox_addr + offset;
+        wr.wr.rdma.rkey = p->inbox_rkey;
     } else {
-        wr.remote_addr = offset;
-        wr.rkey = rkey;
+        wr.wr.rdma.remote_addr = offset;
+        wr.wr.rdma.rkey = rkey;
     }
     /* The send queue holds depth entries; one must stay free to signal a completion. */
     if (!signal && p->unsignaled + 1 >= x->depth / 2)
@@ -138,11 +85,10 @@ int pc_verbs_put(struct pc_xport *x, size_t peer, int dest, uint64_t offset, uin
             return rc;
     }
     if (signal)
-        wr.send_flags |= PCV_SIGNALED;
+        wr.send_flags |= IBV_SEND_SIGNALED;
     wr.wr_id = p->unsignaled + 1;         /* how many entries its completion retires */
-    struct pcv_send_wr *bad;
-    int rc = ((pcv_post_send_fn)op(((struct pc_ibv_qp *)p->qp)->context, PCV_POST_SEND))(
-        p->qp, &wr, &bad);
+    struct ibv_send_wr *bad;
+    int rc = ibv_post_send(p->qp, &wr, &bad);
     if (rc)
         return pc_xport_fail(x, peer, -rc, rc);
     p->posted++;
@@ -157,24 +103,21 @@ int pc_xport_post_receives(struct pc_xport *x, size_t peer, size_t count)
     if (peer >= x->n)
         return -EINVAL;
     struct pc_vpeer *p = &x->peers[peer];
-    struct pcv_sge sge = {x->scratch, 8, x->scratch_lkey};
-    struct pcv_recv_wr wr = {peer, NULL, &sge, 1}, *bad;
-    pcv_post_recv_fn post = (pcv_post_recv_fn)op(((struct pc_ibv_qp *)p->qp)->context,
-                                                 PCV_POST_RECV);
+    struct ibv_sge sge = {x->scratch, 8, x->scratch_lkey};
+    struct ibv_recv_wr wr = {.wr_id = peer, .sg_list = &sge, .num_sge = 1}, *bad;
     for (size_t i = 0; i < count; i++) {
-        int rc = post(p->qp, &wr, &bad);
+        int rc = ibv_post_recv(p->qp, &wr, &bad);
         if (rc)
             return pc_xport_fail(x, peer, -rc, rc);
     }
     return 0;
 }
 
-static int poll_sends(struct pc_xport *x, void *context)
+static int poll_sends(struct pc_xport *x)
 {
-    struct pcv_wc wc[PCV_POLL];
-    pcv_poll_cq_fn poll = (pcv_poll_cq_fn)op(context, PCV_POLL_CQ);
+    struct ibv_wc wc[PCV_POLL];
     int got;
-    while ((got = poll(x->send_cq, PCV_POLL, wc)) > 0) {
+    while ((got = ibv_poll_cq(x->send_cq, PCV_POLL, wc)) > 0) {
         for (int i = 0; i < got; i++) {
             size_t peer = peer_of(x, wc[i].qp_num);
             if (wc[i].status)
@@ -187,16 +130,14 @@ static int poll_sends(struct pc_xport *x, void *context)
 
 int pc_verbs_poll(struct pc_xport *x)
 {
-    struct pcv_wc wc[PCV_POLL];
-    void *context = ((struct pcv_cq *)x->recv_cq)->context;
-    pcv_poll_cq_fn poll = (pcv_poll_cq_fn)op(context, PCV_POLL_CQ);
+    struct ibv_wc wc[PCV_POLL];
     int got;
-    while ((got = poll(x->recv_cq, PCV_POLL, wc)) > 0) {
+    while ((got = ibv_poll_cq(x->recv_cq, PCV_POLL, wc)) > 0) {
         for (int i = 0; i < got; i++) {
             size_t peer = (size_t)wc[i].wr_id;
             if (wc[i].status) {
                 /* A flushed receive: the QP failed, and a write's completion says why. */
-                int rc = wc[i].status == PCV_WC_WR_FLUSH_ERR ? poll_sends(x, context) : 0;
+                int rc = wc[i].status == IBV_WC_WR_FLUSH_ERR ? poll_sends(x) : 0;
                 return rc < 0 ? rc
                               : pc_xport_fail(x, peer, wc[i].status, (int)wc[i].vendor_err);
             }
@@ -210,7 +151,7 @@ int pc_verbs_poll(struct pc_xport *x)
     }
     if (got < 0)
         return pc_xport_fail(x, x->n, got, 0);
-    return poll_sends(x, context);
+    return poll_sends(x);
 }
 
 /* One look of pc_verbs_complete: done when no write of mine awaits its completion

@@ -3,11 +3,12 @@
  * and papcoll_mpi_rma.c), and the PAP Direct engine that runs a whole call over one
  * (native/papcoll_exchange.c).
  *
- * Python sets a transport up -- pyverbs makes the device context, PD, MRs, CQs and QPs; mpi4py
- * the MPI windows -- and fills a struct pc_xport with what the hot path needs: raw verbs
- * objects, or the MPI windows' handles (pc_mpi_open). From then on every put, every poll of
- * completions and every "complete" runs here, for the engine (transport/base.py states the
- * contract; this is its only implementation).
+ * A transport is a papcoll._native.XPort (papcoll_pyxport.c), which owns the struct pc_xport
+ * and what it points to: for verbs, the device context, PD, CQs, QPs and MRs, made with
+ * libibverbs (papcoll_ibv.c); for MPI RMA, the requests in flight over the windows mpi4py
+ * made. Python sets it up; from then on every put, every poll of completions and every
+ * "complete" runs here, for the engine (transport/base.py states the contract; this is its
+ * only implementation).
  *
  * Notices. A put may carry a notice (kind, sequence number, signature code); the receiver's
  * board gets a notice word (pc_notice_word: the data's length too) in bank seq % 2. verbs:
@@ -87,18 +88,15 @@ _Static_assert(sizeof(struct pc_advert) == PC_ADVERT_BYTES, "advert record");
                    * into q's memory (peers[q]: its adverts and inbox addresses, its boards)
                    * and its notice a store on q's board; nothing is ever in flight */
 
-/* The head of libibverbs' struct ibv_qp (infiniband/verbs.h: a stable ABI), which the native
- * core declares itself so that it builds without rdma-core's headers; Python finds the one
- * inside each pyverbs QP by it (xport.ibv_qp). */
-struct pc_ibv_qp {
-    void *context, *qp_context, *pd, *send_cq, *recv_cq, *srq;
-    uint32_t handle, qp_num, state, qp_type;
-};
+/* libibverbs' objects (infiniband/verbs.h), which only papcoll_verbs.c and papcoll_ibv.c
+ * look inside. */
+struct ibv_qp;
+struct ibv_cq;
 
 /* What a verbs transport knows of one peer (a loop transport: adverts_addr, inbox_addr and
  * boards only). */
 struct pc_vpeer {
-    void *qp;                       /* struct ibv_qp *, made by pyverbs, connected */
+    struct ibv_qp *qp;              /* made and connected by papcoll_ibv.c */
     uint64_t *boards;               /* PC_LOOP: the peer's boards */
     uint64_t adverts_addr, inbox_addr;
     uint32_t adverts_rkey, inbox_rkey;
@@ -125,7 +123,7 @@ struct pc_xport {
     uint64_t *boards;            /* [2 kinds][2 banks][n] notice words */
     /* verbs */
     struct pc_vpeer *peers;
-    void *send_cq, *recv_cq;
+    struct ibv_cq *send_cq, *recv_cq;
     uint64_t scratch;            /* 8 bytes in the fixed MR, for empty writes and receives */
     uint32_t scratch_lkey;
     uint32_t depth;              /* send queue entries per QP */

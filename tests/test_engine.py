@@ -31,14 +31,10 @@ class LoopTransport:
         n, mine = len(ranks), ranks[rank]
         self.rank, self.size, self.inbox = rank, n, mine["inbox"]
         self.advert_area = address(mine["adverts"])
-        self.native = xport.XPort(xport.PC_LOOP, n, rank, mine["boards"],
-                                  [ranks[q]["inbox"].nbytes for q in range(n)])
-        self.peers = (xport.VPeer * n)()
+        self.native = xport.XPort(xport.PC_LOOP, n, rank, mine["boards"])
+        self.native.set_inbox_bytes([ranks[q]["inbox"].nbytes for q in range(n)])
         for q, theirs in enumerate(ranks):
-            p = self.peers[q]
-            p.boards, p.inbox_addr = address(theirs["boards"]), address(theirs["inbox"])
-            p.adverts_addr = address(theirs["adverts"])
-        self.native.s.peers = xport.c.addressof(self.peers)
+            self.native.loop_peer(q, theirs["boards"], theirs["adverts"], theirs["inbox"])
 
     def expose(self, array):
         return Descriptor(address(array), array.nbytes, 0)
@@ -162,9 +158,54 @@ def test_a_closed_transport_refuses_every_call_through_it():
     assert step(c0) == ETIMEDOUT
     native = xs[0].transport.native
     assert native.close() and native.close()
-    assert native.s.kind == 0 and not native.s.peers and not native.s.boards
+    assert native.kind == 0 and native.closed
     assert step(c0) == -errno.EBADF and xport.arrived(c0.s, 1) == -errno.EBADF
     assert native.poll() == -errno.EBADF and native.flush() == -errno.EBADF
-    assert native.put(1, xport.TO_INBOX, 0, 0, address(r0), 1, 0, None) == -errno.EBADF
+    assert native.put(1, xport.TO_INBOX, 0, 0, r0[:1], 0) == -errno.EBADF
     assert step(c1) == DONE                          # its peer's call is whole: 0 had written
     assert received_right(r1, 1, n, block)
+
+
+def test_a_transport_holds_its_memory_until_closed():
+    """An XPort holds views of the memory it points to (its boards, a loop peer's), so a
+    mapping under it cannot close while it lives; close() lets go."""
+    import mmap
+    mapping = mmap.mmap(-1, 4096)
+    boards = np.frombuffer(mapping, np.uint64)
+    native = xport.XPort(xport.PC_LOOP, 2, 0, boards)
+    del boards
+    with pytest.raises(BufferError):
+        mapping.close()
+    native.close()
+    mapping.close()
+
+
+def test_a_transport_refuses_bad_set_up():
+    boards = np.zeros(8, np.uint64)
+    with pytest.raises(ValueError, match="kind"):
+        xport.XPort(0, 2, 0, boards)
+    with pytest.raises(ValueError, match="rank 2 of 2"):
+        xport.XPort(xport.PC_LOOP, 2, 2, boards)
+    with pytest.raises(ValueError, match="boards need 64"):
+        xport.XPort(xport.PC_LOOP, 2, 0, boards[:4])
+    with pytest.raises(ValueError, match="read-only"):
+        xport.XPort(xport.PC_LOOP, 2, 0, bytes(64))
+    native = xport.XPort(xport.PC_LOOP, 2, 0, boards)
+    with pytest.raises(ValueError, match="2 inbox sizes"):
+        native.set_inbox_bytes([1])
+    with pytest.raises(ValueError, match="not a fresh verbs"):
+        native.open_verbs("dev", 1, 0, np.zeros(64, np.uint8), None, 64, 16)
+    with pytest.raises(ValueError, match="no verbs resources"):
+        native.register(np.zeros(8, np.uint8))
+    native.close()
+    with pytest.raises(ValueError, match="closed"):
+        native.loop_peer(1, boards, boards, boards)
+
+
+def test_a_missing_rdma_device_is_an_error_naming_it():
+    """This host has libibverbs but no RDMA device: opening one fails cleanly, and the
+    transport that failed frees what it made."""
+    native = xport.XPort(xport.PC_VERBS, 2, 0, np.zeros(8, np.uint64))
+    with pytest.raises(OSError, match="ibv_open_device on no-such-device"):
+        native.open_verbs("no-such-device", 1, 0, np.zeros(64, np.uint8), None, 64, 16)
+    assert native.close() and native.closed

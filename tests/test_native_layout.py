@@ -19,8 +19,7 @@ from papcoll.native import loops, plan, xport
 NATIVE = Path(__file__).resolve().parent.parent / "native"
 
 # ctypes class -> the C struct it mirrors
-MIRRORS = {xport.VPeer: "pc_vpeer", xport.XPortStruct: "pc_xport", xport.IbvQpHead: "pc_ibv_qp",
-           xport.Gate: "pc_gate", xport.XCallStruct: "pc_xcall", xport.Advert: "pc_advert",
+MIRRORS = {xport.Gate: "pc_gate", xport.XCallStruct: "pc_xcall", xport.Advert: "pc_advert",
            loops._Exchange: "pc_exchange", plan.PlanStruct: "pc_plan",
            plan.HierStruct: "pc_hier", plan.VShape: "pc_vshape"}
 

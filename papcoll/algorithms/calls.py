@@ -124,8 +124,9 @@ class Call:
             array = np.ascontiguousarray(values, np.uint8 if name in _BYTES else np.uint64)
             setattr(self, name, array)
             fields[name] = address(array)
+        self.xport = t.native           # the struct self.s points to lives in it
         self.s = xport.XCallStruct(
-            x=t.native.ptr, scheme=scheme, inbox=address(t.inbox) if t.inbox.size else None,
+            x=t.native.address, scheme=scheme, inbox=address(t.inbox) if t.inbox.size else None,
             record=address(self.record), record_lkey=0, advert_area=t.advert_area,
             unsent=address(self.unsent), waiting=address(self.waiting),
             events=address(self.events) if x.trace.events else None, max_events=events,

@@ -317,8 +317,8 @@ class Exchange:
                 raise gate.mismatch(c.s.failed_peer)
             raise self.disagreement(c)
         if rc == EMSGSIZE:
-            raise self.too_small(self.transport.native.s.failed_peer)
-        peer = self.transport.native.s.failed_peer
+            raise self.too_small(self.transport.native.failed_peer)
+        peer = self.transport.native.failed_peer
         if rc != ETIMEDOUT and peer < self.size:   # a peer refused my write: it may have
             rank = self.ranks[peer]                 # left the call and released its memory
             doing = f"{describe(self.sig)} ({what})"
@@ -345,7 +345,7 @@ class Exchange:
             return np.flatnonzero(c.unsent).tolist()
         if c.waiting.any():
             return np.flatnonzero(c.waiting).tolist()
-        return [self.transport.native.s.failed_peer]   # my writes to it are not complete
+        return [self.transport.native.failed_peer]   # my writes to it are not complete
 
     def too_small(self, peer):
         """A write that would not fit the inbox ``peer`` exposed: its set-up was for calls

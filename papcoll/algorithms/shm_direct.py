@@ -305,7 +305,7 @@ class ShmDirect(IntraNodeAlgorithm):
         c = plan.masters.get(bank)
         if c is None:
             c = plan.masters[bank] = self.masters_call(plan, bank)
-        lib.pc_head_aggregates(c.s.src, c.s.src_off, c.s.x.contents.n, c.s.x.contents.me, sig)
+        lib.pc_head_aggregates(c.s.src, c.s.src_off, c.xport.n, c.xport.me, sig)
         x.start(c)
         gate = c.gate
         plan.local.expect(plan.all_local)

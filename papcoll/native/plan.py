@@ -92,7 +92,7 @@ class Plan:
         """Copy-based PAP Direct over ``calls`` (the prepared XCall of each bank), counting
         calls in ``counter`` (a c_uint64: the Exchange's epoch; ``adverts``, its count of
         zero-copy calls); the engine runs ``slice`` seconds before the algorithm takes over."""
-        plan = cls(algorithm, ENGINE, calls[0].s.x.contents.n, parts=calls,
+        plan = cls(algorithm, ENGINE, calls[0].xport.n, parts=calls,
                    epoch=c.addressof(counter), adverts=c.addressof(adverts),
                    slice_ns=timeout_ns(slice))
         for bank, call in enumerate(calls):
@@ -131,7 +131,7 @@ class Plan:
         if calls is None:
             plan = cls(algorithm, MPIW if w else MPIV, comm.Get_size(), comm=comm.handle)
         else:
-            plan = cls(algorithm, VAR, calls[0].s.x.contents.n, parts=calls,
+            plan = cls(algorithm, VAR, calls[0].xport.n, parts=calls,
                        epoch=c.addressof(counter), adverts=c.addressof(adverts),
                        slice_ns=timeout_ns(slice))
             for bank, call in enumerate(calls):

@@ -29,6 +29,7 @@ from mpi4py import MPI
 
 from ..errors import PapcollTimeoutError, TransportError
 from ..native import ETIMEDOUT, xport
+from ..native.lib import address
 from ..native.xport import ADVERT_BYTES
 from .base import KINDS, Descriptor, Transport, keep
 from .regcache import RegistrationCache, owner
@@ -59,13 +60,15 @@ class MpiRmaTransport(Transport):
         inboxes = self.meet("mpi-rma windows", inbox if isinstance(inbox, int) else inbox.nbytes,
                             deadline)
         self._inbox_bytes = [inboxes[q] for q in range(n)]
-        self.win = MPI.Win.Allocate(self._adverts_at + n * ADVERT_BYTES + (0 if given else inbox),
-                                    1, comm=comm)
+        # A multiple of 64 bytes: MPICH lays a node's windows end to end, so an odd size
+        # would leave the next rank's boards unaligned, and a notice word torn across lines.
+        nbytes = self._adverts_at + n * ADVERT_BYTES + (0 if given else inbox)
+        self.win = MPI.Win.Allocate(-(-nbytes // 64) * 64, 1, comm=comm)
         self.inbox_win = MPI.Win.Create(inbox, 1, comm=comm) if given else self.win
         self.dyn = MPI.Win.Create_dynamic(comm=comm)
         self.mem = np.frombuffer(self.win.tomemory(), np.uint8)
         self.mem[:] = 0
-        self._inbox = inbox if given else self.mem[self._inbox_at:]
+        self._inbox = inbox if given else self.mem[self._inbox_at:nbytes]
         self._boards = self.mem[:self._board_bytes].view(np.uint64).reshape(KINDS, 2, n)
         self.cache = RegistrationCache(self._attach, self._detach)
         self._windows = [self.win, self.dyn] + ([self.inbox_win] if given else [])
@@ -96,7 +99,8 @@ class MpiRmaTransport(Transport):
     def _native(self, comm):
         """The C half (native/papcoll_mpi_rma.c) calls MPI through its mpi.h with the handles
         of these windows: one C call per put, poll or completion."""
-        x = xport.XPort(xport.PC_MPI, self.size, self.rank, self._boards, self._inbox_bytes)
+        x = xport.XPort(xport.PC_MPI, self.size, self.rank, self._boards)
+        x.set_inbox_bytes(self._inbox_bytes)
         x.open_mpi(comm, self.win, self.inbox_win, self.dyn, self._adverts_at, self._inbox_at)
         return x
 
@@ -112,7 +116,7 @@ class MpiRmaTransport(Transport):
 
     @property
     def advert_area(self):
-        return xport.address(self.mem) + self._adverts_at
+        return address(self.mem) + self._adverts_at
 
     inline = 1 << 62           # any source will do: MPI needs no registration of it
 
@@ -120,7 +124,7 @@ class MpiRmaTransport(Transport):
         return 0
 
     def failed(self, rc, what):
-        s = self.native.s
+        s = self.native
         if rc == ETIMEDOUT:
             raise PapcollTimeoutError(f"mpi-rma: {what}", [self.names[s.failed_peer]],
                                       self.timeout)

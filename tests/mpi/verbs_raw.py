@@ -41,9 +41,9 @@ x = t.native
 def put(peer, where, offset, data, notice=None, rkey=0):
     """One write of ``data`` through the native half: to the peer's adverts or inbox at
     ``offset``, or (TO_EXPOSED) to remote address ``offset`` under ``rkey``."""
-    x.s.deadline = now_ns() + int(WAIT)                     # a full send queue may wait
-    t._check(x.put(peer, where, offset, rkey, xport.address(data), data.nbytes,
-                   t.source_key(data), notice), "RDMA write")
+    x.deadline = now_ns() + int(WAIT)                       # a full send queue may wait
+    t._check(x.put(peer, where, offset, rkey, data, t.source_key(data),
+                   *(notice or ())), "RDMA write")
 
 
 def complete():
