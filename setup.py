@@ -54,7 +54,8 @@ setup(ext_modules=[Extension(
              "native/papcoll_pyflags.c", "native/papcoll_pycore.c",
              "native/papcoll_pyxport.c", "native/papcoll_ibv.c"],
     depends=["native/papcoll_native.h", "native/papcoll_xport.h", "native/papcoll_plan.h",
-             "native/papcoll_call.h", "native/papcoll_ibv.h"],
+             "native/papcoll_call.h", "native/papcoll_ibv.h",
+             "native/papcoll_dlpack.h"],
     include_dirs=[mpi4py.get_include()],     # mpi4py's C API: MPI objects as mpi4py's
     extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra", *compile_args],
     libraries=["ibverbs"],                   # rdma-core's libibverbs (Debian: libibverbs-dev)

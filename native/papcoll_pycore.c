@@ -1,5 +1,5 @@
-/* papcoll._native's plain functions: the clock, Cross Memory Attach, MPI's packing and the
- * check that this build's MPI is mpi4py's.
+/* papcoll._native's plain functions: the clock, Cross Memory Attach, MPI's packing, the
+ * check that this build's MPI is mpi4py's and a DLPack tensor's element type.
  *
  * Each decodes its arguments once, here: local memory comes as a buffer object, held for the
  * call (a pointer from Python is never trusted), another process's memory as an address (it
@@ -15,6 +15,7 @@
 
 #include <mpi4py/mpi4py.h>
 
+#include "papcoll_dlpack.h"
 #include "papcoll_native.h"
 
 int pc_nargs(const char *name, Py_ssize_t nargs, Py_ssize_t lo, Py_ssize_t hi)
@@ -291,6 +292,21 @@ static PyObject *mpi_pack(PyObject *module, PyObject *const *args, Py_ssize_t na
     return PyLong_FromLong(rc);
 }
 
+/* dlpack_dtype(capsule) -> (device_type, code, bits, lanes) of the DLPack tensor a
+ * __dlpack__() capsule holds. Only read: the capsule stays unconsumed, so its own destructor
+ * still frees the tensor. */
+static PyObject *dlpack_dtype(PyObject *module, PyObject *capsule)
+{
+    (void)module;
+    if (!PyCapsule_IsValid(capsule, "dltensor"))     /* a used one is renamed: refused too */
+        return PyErr_Format(PyExc_TypeError, "expected an unconsumed DLPack capsule "
+                            "(\"dltensor\"), got %.100s", Py_TYPE(capsule)->tp_name);
+    const DLManagedTensor *managed = PyCapsule_GetPointer(capsule, "dltensor");
+    const DLTensor *t = &managed->dl_tensor;
+    return Py_BuildValue("iiii", (int)t->device.device_type, t->dtype.code, t->dtype.bits,
+                         t->dtype.lanes);
+}
+
 #define FASTCALL(f) (PyCFunction)(void (*)(void))(f), METH_FASTCALL
 
 static PyMethodDef core_methods[] = {
@@ -306,12 +322,23 @@ static PyMethodDef core_methods[] = {
     {"mpi_library", mpi_library, METH_NOARGS, "the version string of the MPI built against"},
     {"mpi_pack", FASTCALL(mpi_pack),
      "mpi_pack(at, count, datatype, packed, unpack) -> MPI's error code"},
+    {"dlpack_dtype", dlpack_dtype, METH_O,
+     "dlpack_dtype(capsule) -> (device_type, code, bits, lanes); the capsule is not consumed"},
     {NULL, NULL, 0, NULL},
+};
+
+/* DLPack's codes, as module ints: Python names them from the one declaration. */
+static const struct { const char *name; int value; } dlpack_codes[] = {
+    {"kDLCPU", kDLCPU}, {"kDLInt", kDLInt}, {"kDLUInt", kDLUInt}, {"kDLFloat", kDLFloat},
+    {"kDLBfloat", kDLBfloat}, {"kDLComplex", kDLComplex}, {"kDLBool", kDLBool},
 };
 
 int pc_add_core(PyObject *module)
 {
     if (import_mpi4py() < 0)
         return -1;
+    for (size_t i = 0; i < sizeof dlpack_codes / sizeof *dlpack_codes; i++)
+        if (PyModule_AddIntConstant(module, dlpack_codes[i].name, dlpack_codes[i].value) < 0)
+            return -1;
     return PyModule_AddFunctions(module, core_methods);
 }

@@ -3,8 +3,8 @@ CUDA array interface. papcoll moves bytes with the CPU, so it takes them where t
 reach their memory -- a DLPack tensor on the CPU, an interface whose memory the host can read
 (mpi4py's own tests fake GPU arrays that way) -- and refuses device memory with a clear error.
 Their bytes come through mpi4py's own reading of them (``MPI.buffer``); their element type as
-mpi4py names it, from the DLPack header (declared once, here) or the interface's typestr."""
-import ctypes
+mpi4py names it, from the DLPack header (declared once, in native/papcoll_dlpack.h, read by
+``_native.dlpack_dtype``) or the interface's typestr."""
 import os
 
 import numpy as np
@@ -13,26 +13,9 @@ from mpi4py import MPI
 from .errors import BufferSpecError
 from . import _native
 
-CPU = 1                                      # DLPack's kDLCPU
-INT, UINT, FLOAT, COMPLEX, BOOL = 0, 1, 2, 5, 6   # DLPack's type codes
-
-
-class DLDevice(ctypes.Structure):
-    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
-
-
-class DLDataType(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
-
-
-class DLTensor(ctypes.Structure):        # the head of DLManagedTensor (dlpack.h)
-    _fields_ = [("data", ctypes.c_void_p), ("device", DLDevice), ("ndim", ctypes.c_int32),
-                ("dtype", DLDataType)]
-
-
-_capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
-_capsule_pointer.restype, _capsule_pointer.argtypes = ctypes.c_void_p, [ctypes.py_object,
-                                                                         ctypes.c_char_p]
+CPU = _native.kDLCPU                         # DLPack's codes, from native/papcoll_dlpack.h
+INT, UINT, FLOAT, COMPLEX, BOOL = (_native.kDLInt, _native.kDLUInt, _native.kDLFloat,
+                                   _native.kDLComplex, _native.kDLBool)
 
 
 def view(obj, name):
@@ -59,9 +42,7 @@ def typecode(obj):
     interface = getattr(obj, "__cuda_array_interface__", None)
     if interface is not None:
         return np.dtype(interface["typestr"]).char
-    capsule = obj.__dlpack__()           # left unconsumed: its own destructor frees it
-    head = DLTensor.from_address(_capsule_pointer(capsule, b"dltensor"))
-    code, bits, lanes = head.dtype.code, head.dtype.bits, head.dtype.lanes
+    _, code, bits, lanes = _native.dlpack_dtype(obj.__dlpack__())   # read, not consumed
     if lanes == 2 and code == FLOAT:
         code, bits = COMPLEX, 2 * bits
     names = {INT: "bhilq", UINT: "BHILQ", FLOAT: "efdg", COMPLEX: "FDG", BOOL: "?"}

@@ -256,6 +256,37 @@ def test_native_functions_refuse_bad_arguments():
         _native.inbox_slot(0, 4, 1 << 64, 8)
 
 
+# ---- DLPack (native/papcoll_dlpack.h) --------------------------------------------
+
+@pytest.mark.parametrize("dtype,code,bits,lanes,typecode", [
+    ("int32", 0, 32, 1, "i"), ("uint8", 1, 8, 1, "B"), ("float64", 2, 64, 1, "d"),
+    ("complex128", 5, 128, 1, "D")])
+def test_dlpack_dtype_reads_the_capsule_without_consuming_it(dtype, code, bits, lanes, typecode):
+    from papcoll import _native, foreign
+    capsule = np.zeros(3, dtype).__dlpack__()
+    assert _native.dlpack_dtype(capsule) == (1, code, bits, lanes)
+    assert _native.dlpack_dtype(capsule) == (_native.kDLCPU, code, bits, lanes)  # unconsumed
+    assert foreign.typecode(np.zeros(3, dtype)) == typecode
+
+
+def test_dlpack_dtype_refuses_what_is_not_an_unconsumed_dltensor():
+    import datetime
+    from papcoll import _native
+    capsule = np.zeros(3).__dlpack__()
+
+    class Once:                                 # hands numpy our capsule, which it consumes
+        def __dlpack__(self, **kwargs):
+            return capsule
+
+        def __dlpack_device__(self):
+            return (1, 0)
+
+    np.from_dlpack(Once())                      # renames it "used_dltensor"
+    for obj in (np.zeros(3), b"dltensor", datetime.datetime_CAPI, capsule):
+        with pytest.raises(TypeError, match="DLPack capsule"):
+            _native.dlpack_dtype(obj)
+
+
 # ---- Cross Memory Attach -------------------------------------------------------
 
 @pytest.mark.parametrize("size", [0, 1, 3, 4095, 4097, (1 << 20) + 13])
