@@ -374,18 +374,15 @@ static PyObject *xport_verbs_info(XPort *self, PyObject *unused)
                          "inbox_rkey", ir, "qps", qps);
 }
 
-/* connect(peer, qp_num, psn, gid, lid, adverts, inbox, inbox_bytes): my QP to peer's
- * (INIT, RTR, RTS), and where its adverts area and inbox are: (address, rkey) each. */
+/* connect(peer, qp_num, psn, gid, lid): my QP to peer's (INIT, RTR, RTS). */
 static PyObject *xport_connect(XPort *self, PyObject *args)
 {
     Py_ssize_t peer;
-    unsigned int qp_num, psn, lid, adverts_rkey, inbox_rkey;
-    unsigned long long adverts_addr, inbox_addr, inbox_bytes;
+    unsigned int qp_num, psn, lid;
     const char *gid, *what = "";
     Py_ssize_t gid_len;
-    if (!PyArg_ParseTuple(args, "nIIy#I(KI)(KI)K:connect", &peer, &qp_num, &psn, &gid,
-                          &gid_len, &lid, &adverts_addr, &adverts_rkey, &inbox_addr,
-                          &inbox_rkey, &inbox_bytes) || !usable(self) || !peer_arg(self, peer))
+    if (!PyArg_ParseTuple(args, "nIIy#I:connect", &peer, &qp_num, &psn, &gid, &gid_len, &lid) ||
+        !usable(self) || !peer_arg(self, peer))
         return NULL;
     if (self->ibv.ctx == NULL || gid_len != 16)
         return PyErr_Format(PyExc_ValueError, "connect: %s",
@@ -394,6 +391,22 @@ static PyObject *xport_connect(XPort *self, PyObject *args)
                             (uint16_t)lid, &what);
     if (rc < 0)
         return os_error(rc, what, "the device");
+    Py_RETURN_NONE;
+}
+
+/* set_peer(peer, adverts, inbox, inbox_bytes): where peer's adverts area and inbox are,
+ * (address, rkey) each, and how many inbox bytes it exposed. */
+static PyObject *xport_set_peer(XPort *self, PyObject *args)
+{
+    Py_ssize_t peer;
+    unsigned int adverts_rkey, inbox_rkey;
+    unsigned long long adverts_addr, inbox_addr, inbox_bytes;
+    if (!PyArg_ParseTuple(args, "n(KI)(KI)K:set_peer", &peer, &adverts_addr, &adverts_rkey,
+                          &inbox_addr, &inbox_rkey, &inbox_bytes) || !usable(self) ||
+        !peer_arg(self, peer))
+        return NULL;
+    if (self->x.kind != PC_VERBS)
+        return PyErr_Format(PyExc_ValueError, "set_peer: not a verbs transport");
     struct pc_vpeer *p = &self->peers[peer];
     p->adverts_addr = adverts_addr;
     p->adverts_rkey = adverts_rkey;
@@ -469,9 +482,9 @@ static PyMethodDef xport_methods[] = {
     METH("open_verbs", xport_open_verbs, METH_VARARGS,
          "open_verbs(device, port, gid_index, fixed, inbox, sends, recvs)"),
     METH("verbs_info", xport_verbs_info, METH_NOARGS, "what peers need to connect to me"),
-    METH("connect", xport_connect, METH_VARARGS,
-         "connect(peer, qp_num, psn, gid, lid, (adverts addr, rkey), (inbox addr, rkey), "
-         "inbox_bytes)"),
+    METH("connect", xport_connect, METH_VARARGS, "connect(peer, qp_num, psn, gid, lid)"),
+    METH("set_peer", xport_set_peer, METH_VARARGS,
+         "set_peer(peer, (adverts addr, rkey), (inbox addr, rkey), inbox_bytes)"),
     METH("register", xport_register, METH_VARARGS, "register(buffer, remote=False) -> MR"),
     {NULL, NULL, 0, NULL},
 };

@@ -136,10 +136,13 @@ class VerbsTransport(Transport):
         """Each QP to its peer's (INIT, RTR, RTS: native/papcoll_ibv.c says how), then its
         receive requests for notices."""
         x = self._local.x
+        self.remote = {}        # peer: its adverts area (addr, rkey), inbox (addr, rkey, bytes)
         for peer in self._local.info["qps"]:
             gid, lid, adverts, inbox, theirs = info[peer]
             qp_num, psn = theirs[self.rank]
-            x.connect(peer, qp_num, psn, gid, lid, adverts, inbox[:2], inbox[2])
+            x.connect(peer, qp_num, psn, gid, lid)
+            self.remote[peer] = adverts, inbox
+            x.set_peer(peer, adverts, inbox[:2], inbox[2])
         for peer in self._local.info["qps"]:
             self._check(x.post_receives(peer, _RECVS_PER_PEER), "posting receives")
         self._boards = self._local.boards

@@ -59,7 +59,8 @@ def sabotage(transport):
             return descriptor._replace(rkey=descriptor.rkey ^ BAD)
         transport.expose = wrong_key
     elif name == "pap_direct_copy" and rank == 0:
-        transport.peers[1].inbox_rkey ^= BAD       # what the native writes use
+        adverts, (inbox, rkey, nbytes) = transport.remote[1]   # what the native writes use
+        transport.native.set_peer(1, adverts, (inbox, rkey ^ BAD), nbytes)
 
 
 world.Barrier()
