@@ -98,24 +98,24 @@ static int shaped(const struct pc_plan *p, const Py_buffer *b)
 
 /* One piece of a segment call: an epoch of pc_exchange_blocks, resumed slice by slice with
  * the GIL taken in between for signals. 0 when every process was served, -ETIMEDOUT at the
- * deadline, -EPROTO when a process's call differs (x->failed), -1 with a Python error set. */
+ * deadline, -EPROTO when a process's call differs (x->s.failed), -1 with a Python error set. */
 static int segment_piece(const struct pc_plan *p, const char *src, char *dst, size_t len,
                          uint64_t epoch, int64_t deadline)
 {
-    const struct pc_exchange *x = p->x;
-    size_t left = x->n, start = p->start, block = (size_t)p->nbytes / x->n;
+    struct pc_exchange *x = p->x;
+    size_t left = x->s.n, block = (size_t)p->nbytes / x->s.n;
+    x->s.target = epoch, x->s.sig = p->sig, x->s.start = p->start;
     for (;;) {
         int64_t slice = deadline - pc_now_ns();
         slice = slice < 0 ? 0 : slice > p->slice_ns ? p->slice_ns : slice;
         int rc;
         Py_BEGIN_ALLOW_THREADS
-        rc = pc_exchange_blocks(x, src, dst, block, len, epoch, p->sig, start, slice);
+        rc = pc_exchange_blocks(x, src, dst, block, len, slice);
         Py_END_ALLOW_THREADS
         if (rc > 0) {
             left -= (size_t)rc;
             if (left == 0)
                 return 0;
-            start = (x->served[rc - 1] + 1) % x->n;
         } else if (rc == -EPROTO) {
             return rc;
         } else if (rc != -ETIMEDOUT) { /* the plan was checked when it was built */
@@ -133,7 +133,7 @@ static int segment_piece(const struct pc_plan *p, const char *src, char *dst, si
  * empty blocks still meets its peers. 1, or as segment_piece. */
 static int run_segment(const struct pc_plan *p, const char *send, char *recv)
 {
-    size_t block = (size_t)p->nbytes / p->x->n, slot = p->x->slot, offset = 0;
+    size_t block = (size_t)p->nbytes / p->x->s.n, slot = p->x->slot, offset = 0;
     int64_t deadline = pc_now_ns() + p->timeout_ns;
     int rc;
     do

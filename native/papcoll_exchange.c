@@ -166,20 +166,16 @@ static int gate_open(struct pc_xcall *c)
     struct pc_gate *g = c->gate;
     if (!g || g->open)
         return 1;
-    int rc = pc_serve_lists(g->flags, g->flag_stride, g->pending, g->n, g->target, g->sig,
-                            g->start, g->first, g->dst, g->dst_off, g->src, g->src_off, g->len,
-                            g->served, g->n, &g->failed, 0);
+    struct pc_sources *s = &g->sources;
+    int rc = pc_serve_lists(s, &g->list, 0);
     if (rc == -EPROTO)
-        return mismatch(c, PC_IN_GATE, g->failed, 0);
-    if (rc > 0) {
-        g->start = (g->served[rc - 1] + 1) % g->n;
-        for (int i = 0; i < rc; i++)
-            event(c, PC_GATHERED, g->served[i]);
-    }
-    else if (rc != -ETIMEDOUT && rc != -ENOENT)
+        return mismatch(c, PC_IN_GATE, s->failed, 0);
+    for (int i = 0; i < rc; i++)
+        event(c, PC_GATHERED, s->served[i]);
+    if (rc < 0 && rc != -ETIMEDOUT && rc != -ENOENT)
         return rc;
-    for (size_t i = 0; i < g->n; i++)
-        if (g->pending[i])
+    for (size_t i = 0; i < s->n; i++)
+        if (s->pending[i])
             return 0;
     return g->open = 1;
 }

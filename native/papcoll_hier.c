@@ -1,4 +1,4 @@
-/* A hierarchical call in one native run (struct pc_hier, papcoll_xport.h): the phases of
+/* A hierarchical call in one native run (struct pc_hier, papcoll_plan.h): the phases of
  * papcoll/algorithms/shm_direct.py chained by completion, each waited for by the engine's
  * own means -- pc_serve_lists for the node's posts and the done flags, pc_xcall_run for the
  * masters' call. A run cut short by its timeout keeps its place in the plan (phase, the
@@ -11,34 +11,32 @@
 /* A step's sources still pending: whether any. */
 static int pending(const struct pc_gate *g)
 {
-    for (size_t i = 0; i < g->n; i++)
-        if (g->pending[i])
+    for (size_t i = 0; i < g->sources.n; i++)
+        if (g->sources.pending[i])
             return 1;
     return 0;
 }
 
-/* Arm step g for target (its flags' value), sig (0: none to check), from source start. */
-static void arm(struct pc_gate *g, const uint8_t *sources, uint64_t target, uint64_t sig,
+/* Arm step g to serve the sources all marks, for target (its flags' value), sig (0: none to
+ * check), from source start. */
+static void arm(struct pc_gate *g, const uint8_t *all, uint64_t target, uint64_t sig,
                 size_t start, char *recv, size_t len)
 {
-    memcpy(g->pending, sources, g->n);
-    g->target = target, g->sig = sig, g->start = start % g->n;
-    g->dst = recv, g->len = len, g->open = 0;
+    struct pc_sources *s = &g->sources;
+    memcpy(s->pending, all, s->n);
+    s->target = target, s->sig = sig, s->start = start % s->n;
+    g->list.dst = recv, g->list.len = len, g->open = 0;
 }
 
 /* Serve step g's sources as their flags rise, until the deadline: 0 once none is pending,
- * -ETIMEDOUT, -EPROTO (g->failed), or another -errno. */
+ * -ETIMEDOUT, -EPROTO (g->sources.failed), or another -errno. */
 static int serve(struct pc_gate *g, int64_t deadline)
 {
     if (!pending(g))
         return 0;
     int64_t left = deadline - pc_now_ns();
-    int rc = pc_serve_lists(g->flags, g->flag_stride, g->pending, g->n, g->target, g->sig,
-                            g->start, g->first, g->dst, g->dst_off, g->src, g->src_off, g->len,
-                            g->served, g->n, &g->failed, left > 0 ? left : 0);
-    if (rc > 0)
-        g->start = (g->served[rc - 1] + 1) % g->n;
-    else if (rc != -ETIMEDOUT)
+    int rc = pc_serve_lists(&g->sources, &g->list, left > 0 ? left : 0);
+    if (rc < 0 && rc != -ETIMEDOUT)
         return rc;
     return pending(g) ? -ETIMEDOUT : 0;
 }

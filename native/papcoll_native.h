@@ -181,21 +181,37 @@ int pc_drop_ptrace_any(void);
 
 /* ---- intra-node PAP loops ------------------------------------------------- */
 
-/* The hot loops of papcoll's exchanges inside a node, one C call per
- * alltoall so that a small-message call does not pay Python per peer.
- * Peers are indices 0..n-1 (local ranks); a peer's flag lives at
- * (const char *)flags + i * flag_stride. pending[i] != 0 marks the peers still
- * to serve; the loops clear it and append i to served[] as they serve peer i,
- * so a call cut short (timeout, max_served) can be resumed with the same
- * arrays. Scans start at index start and go on one past the peer served last,
- * wrapping: pass (me + 1) % n so that simultaneous arrivals spread the load
- * over the sources, and a late peer never holds up a ready one.
- * They return the number of peers served (>= 1) once none is pending or
- * max_served were served; if the deadline passes first, the number served so
- * far, or -ETIMEDOUT if none; -ENOENT if no peer was pending; -EINVAL on bad
- * arguments (start >= n, n > INT_MAX, flag_stride 0, max_served 0,
- * timeout_ns < 0). They wait by pc_wait, PC_PRECISE, as pc_wait_all_ge below
- * does. */
+/* The polled sources of a loop: the peers (or flags) it waits on and serves as they arrive,
+ * described once for the loops below, the engine's gate and the hierarchical steps
+ * (papcoll_xport.h, papcoll_plan.h). The loops keep their progress here, so a call cut short
+ * (timeout, max_served) is resumed by calling again with the same struct. */
+struct pc_sources {
+    const volatile uint64_t *flags; /* source i's flag (its post's word 0): flags + i * stride */
+    size_t stride;                  /* bytes between flags, > 0: they may sit a cache line apart */
+    uint8_t *pending;               /* n bytes: != 0 while source i is still to be served */
+    size_t n;
+    uint64_t target;                /* source i has arrived once its flag is >= target */
+    uint64_t sig;                   /* what i's post must carry for target (PC_POST_SIG) before
+                                     * i is served; pc_serve_lists: 0 = nothing to check */
+    size_t start;                   /* where the next scan begins (< n); a loop leaves it one
+                                     * past the source it served last */
+    size_t *served, max_served;     /* who the last call served, in order (room for n); it
+                                     * serves at most max_served (> 0) */
+    size_t failed;                  /* the source whose post's signature differed (-EPROTO), or
+                                     * whose read failed (pc_cma_collect) */
+};
+
+/* The hot loops of papcoll's exchanges inside a node, one C call per alltoall so that a
+ * small-message call does not pay Python per peer. Each serves the pending sources of s
+ * (local ranks 0..n-1) as they arrive: it clears pending[i] and appends i to served[] as it
+ * serves source i. Scans begin at s->start and wrap: start at (me + 1) % n so that
+ * simultaneous arrivals spread the load over the sources, and a late source never holds up
+ * a ready one. They return the number of sources served (>= 1) once none is pending or
+ * max_served were served; if the deadline passes first, the number served so far, or
+ * -ETIMEDOUT if none; -ENOENT if no source was pending; -EINVAL on bad arguments (start >= n,
+ * n > INT_MAX, stride 0, max_served 0, timeout_ns < 0); -EPROTO (s->failed = i, still
+ * pending, nothing of it copied) when source i's signature differs. They wait by pc_wait,
+ * PC_PRECISE, as pc_wait_all_ge below does. */
 
 /* Posts. A process announces each operation with a post of four words, its flag first:
  * word 0 the flag (the operation's epoch, stored last, with release ordering), words 1 and 2
@@ -227,51 +243,45 @@ void pc_head_aggregates(char *out, const uint64_t *at, size_t n, size_t me, uint
  * inbox of n slots of slot bytes each per bank. The one definition of the inbox's layout. */
 uint64_t pc_inbox_slot(uint64_t bank, uint64_t n, uint64_t q, uint64_t slot);
 
-/* A whole exchange through a node segment (shm_pap's layout), described once: process i's
- * post is at flags + i * flag_stride and its data region at regions + i * region_stride, two
- * banks of n slots of slot bytes each, where slot q of bank b (at (b * n + q) * slot) holds
- * its block for process q. mine is this process's region (me's), writable. pending (n bytes),
- * served (n entries) and max_served are as for the loops above; *failed receives the process
- * whose signature disagreed. */
+/* A whole exchange through a node segment (shm_pap's layout), described once: its sources s
+ * are the n processes' posts (target: the exchange's epoch, sig: the call's), process i's
+ * data region is at regions + i * region_stride, two banks of n slots of slot bytes each,
+ * where slot q of bank b (at (b * n + q) * slot) holds its block for process q. post and mine
+ * are this process's (me's) post and region, which it writes. */
 struct pc_exchange {
-    volatile uint64_t *flags;
-    size_t flag_stride, n, me;
+    struct pc_sources s;
+    size_t me;
+    volatile uint64_t *post;
     char *mine;
     const char *regions;
     size_t region_stride, slot;
-    uint8_t *pending;
-    size_t *served;
-    size_t max_served;
-    size_t *failed;
 };
 
-/* One epoch of the exchange in one call. Unless my flag already shows epoch (a call that
- * timed out is resumed with the same arguments), post: copy len bytes (<= slot) of each
- * of my n - 1 blocks for others from src (block bytes apart) into my bank epoch % 2, store
- * sig in my post, publish epoch in my flag (release: whoever sees it sees the blocks) and
- * mark every process pending. Then serve each process i, once its flag is >= epoch, by
- * checking that its signature for epoch is sig and copying its slot for me in that bank to
- * dst + i * block; my own block goes straight from src to dst (not at all when src == dst:
- * MPI_IN_PLACE). Returns as the loops above do; -EPROTO (with *x->failed = i, still pending)
- * when process i's signature differs; -EINVAL also for me >= n or len > slot. len 0 still
- * posts and checks every signature: a call whose blocks are empty still meets its peers. */
-int pc_exchange_blocks(const struct pc_exchange *x, const void *src, void *dst, size_t block,
-                       size_t len, uint64_t epoch, uint64_t sig, size_t start, int64_t timeout_ns);
+/* One epoch (x->s.target) of the exchange in one call. Unless my flag already shows the
+ * epoch (a call that timed out is resumed with the same arguments), post: copy len bytes
+ * (<= slot) of each of my n - 1 blocks for others from src (block bytes apart) into my bank
+ * epoch % 2, store x->s.sig in my post, publish the epoch in my flag (release: whoever sees
+ * it sees the blocks) and mark every process pending. Then serve each process i, once its
+ * flag is >= the epoch, by checking that its signature for the epoch is x->s.sig (always,
+ * even 0) and copying its slot for me in that bank to dst + i * block; my own block goes
+ * straight from src to dst (not at all when src == dst: MPI_IN_PLACE). Returns as the loops
+ * above do; -EINVAL also for me >= n or len > slot. len 0 still posts and checks every
+ * signature: a call whose blocks are empty still meets its peers. */
+int pc_exchange_blocks(struct pc_exchange *x, const void *src, void *dst, size_t block,
+                       size_t len, int64_t timeout_ns);
 
-/* Serve peer i, once its post's flag is >= target, by reading len bytes with
+/* Serve source i of s, once its post's flag is >= s->target, by reading len bytes with
  * process_vm_readv from process pids[i] at the address in its post (PC_POST_ADDR, published
- * before the flag) + remote_offset, to dst + i * dst_stride; then publish target at
+ * before the flag) + remote_offset, to dst + i * dst_stride; then publish the target at
  * acks + i * ack_stride (release): "I have read your buffer", so that peer may let its buffer
- * go. Before reading, the post's signature for target must be sig: a poster whose call
- * differs is never read (-EPROTO, *err_peer = i, still pending), so no byte beyond its buffer
- * is touched. pids[i] == 0 marks this process's own buffer: a plain memcpy. A failed read
- * returns its -errno (see pc_cma_read), with *err_peer = i and peer i still pending; the
- * peers served before it stay served. */
-int pc_cma_collect(const volatile uint64_t *posts, size_t post_stride,
-                   uint8_t *pending, size_t n, uint64_t target, uint64_t sig, size_t start,
-                   const pid_t *pids, size_t remote_offset, void *dst, size_t dst_stride,
-                   size_t len, volatile uint64_t *acks, size_t ack_stride,
-                   size_t *served, size_t max_served, size_t *err_peer, int64_t timeout_ns);
+ * go. Before reading, the post's signature for the target must be s->sig (always checked): a
+ * poster whose call differs is never read, so no byte beyond its buffer is touched.
+ * pids[i] == 0 marks this process's own buffer: a plain memcpy. A failed read returns its
+ * -errno (see pc_cma_read), with s->failed = i and i still pending; the sources served
+ * before it stay served. */
+int pc_cma_collect(struct pc_sources *s, const pid_t *pids, size_t remote_offset, void *dst,
+                   size_t dst_stride, size_t len, volatile uint64_t *acks, size_t ack_stride,
+                   int64_t timeout_ns);
 
 /* ---- copy lists (the hierarchical algorithms' intra-node phases) ------------------------ */
 
@@ -281,22 +291,23 @@ int pc_cma_collect(const volatile uint64_t *posts, size_t post_stride,
 void pc_copy_list(char *dst, const size_t *dst_off, const char *src, const size_t *src_off,
                   size_t count, size_t len);
 
-/* Serve the n sources of a copy list in arrival order: source i, once its flag (at
- * flags + i * flag_stride) is >= target -- and, when sig != 0, its post's signature for
- * target is sig (see PC_POST_SIG) --, gets copies first[i] .. first[i + 1] - 1 of the list
- * (as pc_copy_list, with dst, src and len). pending, served, max_served and the return value
- * are as for the loops above; a signature that differs returns -EPROTO with *failed = i,
- * nothing of i copied. */
-int pc_serve_lists(const volatile uint64_t *flags, size_t flag_stride, uint8_t *pending,
-                   size_t n, uint64_t target, uint64_t sig, size_t start, const size_t *first,
-                   char *dst, const size_t *dst_off, const char *src, const size_t *src_off,
-                   size_t len, size_t *served, size_t max_served, size_t *failed,
-                   int64_t timeout_ns);
+/* A copy list by source: source i owns copies first[i] .. first[i + 1] - 1, each moving len
+ * bytes as pc_copy_list does. */
+struct pc_copies {
+    const size_t *first, *dst_off, *src_off;
+    char *dst;
+    const char *src;
+    size_t len;
+};
 
-/* Wait until every pending flag is >= target, clearing pending[i] as flag i
- * gets there. Returns 0, -ETIMEDOUT at the deadline (pending then marks the
- * flags still short), or -EINVAL (n > INT_MAX, stride 0, timeout_ns < 0). */
-int pc_wait_all_ge(const volatile uint64_t *flags, size_t flag_stride, uint8_t *pending,
-                   size_t n, uint64_t target, int64_t timeout_ns);
+/* Serve the sources of s in arrival order, source i by copying its copies of list -- once its
+ * flag is >= s->target and, when s->sig != 0, its post's signature for the target is s->sig
+ * (see PC_POST_SIG). Returns as the loops above do. */
+int pc_serve_lists(struct pc_sources *s, const struct pc_copies *list, int64_t timeout_ns);
+
+/* Wait until every pending flag of s (flags, stride, pending, n) is >= s->target, clearing
+ * pending[i] as flag i gets there. Returns 0, -ETIMEDOUT at the deadline (pending then marks
+ * the flags still short), or -EINVAL (n > INT_MAX, stride 0, timeout_ns < 0). */
+int pc_wait_all_ge(struct pc_sources *s, int64_t timeout_ns);
 
 #endif

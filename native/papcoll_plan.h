@@ -103,7 +103,7 @@ struct pc_plan {
     uint64_t sig;
     uint64_t *epoch;
     /* PC_PLAN_SEGMENT: the exchange (its max_served n), serving from start */
-    const struct pc_exchange *x;
+    struct pc_exchange *x;
     size_t start;
     /* PC_PLAN_ENGINE, PC_PLAN_VAR: calls[epoch % 2], whose expected words a call writes; the
      * Exchange's count of zero-copy calls (which advertisement would be a peer's next; a

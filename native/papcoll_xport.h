@@ -244,18 +244,11 @@ int pc_mpi_alltoallw(const void *send, const struct pc_vshape *s, void *recv,
 #define PC_IN_GATE 4
 
 /* The gate: my node's posts, whose blocks a master must have before it sends (the
- * hierarchical algorithms); pc_serve_lists' arguments, polled. */
+ * hierarchical algorithms): pc_serve_lists' sources and list, polled; open once none is
+ * pending. A step of a hierarchical call (papcoll_plan.h) is one too. */
 struct pc_gate {
-    const volatile uint64_t *flags;
-    size_t flag_stride;
-    uint8_t *pending;
-    size_t n;
-    uint64_t target, sig;
-    size_t start;
-    const size_t *first, *dst_off, *src_off;
-    char *dst;
-    const char *src;
-    size_t len, *served, failed;
+    struct pc_sources sources;
+    struct pc_copies list;
     int open;
 };
 

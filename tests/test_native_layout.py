@@ -20,6 +20,7 @@ NATIVE = Path(__file__).resolve().parent.parent / "native"
 
 # ctypes class -> the C struct it mirrors
 MIRRORS = {xport.Gate: "pc_gate", xport.XCallStruct: "pc_xcall", xport.Advert: "pc_advert",
+           loops.Sources: "pc_sources", loops.Copies: "pc_copies",
            loops._Exchange: "pc_exchange", plan.PlanStruct: "pc_plan",
            plan.HierStruct: "pc_hier", plan.VShape: "pc_vshape"}
 

@@ -272,7 +272,7 @@ def test_a_plan_reports_a_signature_that_differs():
     assert bind(plan, u8(16), u8(16), sig=0x0308)
     native.post(loops.flags, 1, 1, 0x0310)
     assert plan.run(np.ones(16, np.uint8), np.zeros(16, np.uint8)) == native.EPROTO
-    err = loops.mismatch(loops.failed.value, loops.epoch.value, plan.s.sig)
+    err = loops.mismatch(loops.failed, loops.epoch.value, plan.s.sig)
     assert (err.peer, err.theirs, err.mine) == (1, 0x0310, 0x0308)
 
 

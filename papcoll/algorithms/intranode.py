@@ -121,10 +121,8 @@ class IntraNodeAlgorithm(Algorithm):
                                  ranks=_ranks(names, [peer])) from None
         if posts and self.tracing:
             self.trace_each("sent", range(self.n))
-        if len(served):
-            loops.start = (int(served[-1]) + 1) % loops.n
-            if self.tracing:
-                self.trace_each("received", served, traced or [[r] for r in names])
+        if len(served) and self.tracing:      # (the loop moved loops.start past them)
+            self.trace_each("received", served, traced or [[r] for r in names])
 
     def wait_all(self, loops, target, what):
         """Wait until every pending flag of ``loops`` is >= target. Raises at the deadline."""

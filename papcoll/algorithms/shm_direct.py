@@ -292,7 +292,7 @@ class ShmDirect(IntraNodeAlgorithm):
             c = lists.masters[self.round % 2]
             self.exchange.failure(c, rc, EXCHANGING, c.gate)
         if phase == GATHER and rc == native.EPROTO:
-            raise lists.gate.mismatch(lists.gate.s.failed)
+            raise lists.gate.mismatch(lists.gate.s.sources.failed)
         raise ValueError(f"{self.name}: the native call failed ({rc})")
 
     def masters_phase(self, plan, sig, epoch, length, dst):
@@ -309,10 +309,10 @@ class ShmDirect(IntraNodeAlgorithm):
         x.start(c)
         gate = c.gate
         plan.local.expect(plan.all_local)
-        g = gate.s
-        g.target, g.sig, g.start, g.open = epoch, sig, self.start % self.n, 0
-        g.dst, g.src = plan.local.lists.bases(length, dst, None)
-        g.len = c.s.hand_len = length
+        g, s = gate.s, gate.s.sources
+        s.target, s.sig, s.start, g.open = epoch, sig, self.start % self.n, 0
+        g.list.dst, g.list.src = plan.local.lists.bases(length, dst, None)
+        g.list.len = c.s.hand_len = length
         if self.pap:
             c.s.hand_dst = plan.remote.lists.bases(length, dst, None)[0]
         c.s.lkey = x.transport.source_key(self.outbox)
@@ -353,13 +353,14 @@ class _Gate:
         self.s = step_of(loops)
 
     def still_coming(self):
-        self.algo.elsewhere(GATHERING, self.loops, self.s.target, self.names)
+        self.algo.elsewhere(GATHERING, self.loops, self.s.sources.target, self.names)
 
     def timeout(self):
         return self.algo.timeout(GATHERING, [self.names[q] for q in self.loops.missing()])
 
     def mismatch(self, peer):
-        err = self.loops.mismatch(peer, self.s.target, self.s.sig)
+        s = self.s.sources
+        err = self.loops.mismatch(peer, s.target, s.sig)
         return self.algo.mismatch(self.names[err.peer], err.theirs, err.mine)
 
 

@@ -60,11 +60,12 @@ class Layout:
 
 def step_of(loops):
     """A struct pc_gate over ``loops`` (ListLoops): its sources' lists served as their flags
-    rise -- a step of the native call (papcoll_hier.c)."""
-    x = loops.lists
-    return xport.Gate(flags=loops.flags.address, flag_stride=loops.flags.stride,
-                      pending=loops._pending, n=loops.n, first=x._first, dst_off=x._dst,
-                      src_off=x._src, served=loops._served)
+    rise, every arrived source in each pass -- a step of the native call (papcoll_hier.c).
+    Its sources are a copy of the loops' (the same pending and served arrays): target,
+    signature and start are the step's own."""
+    gate = xport.Gate(sources=loops.sources, list=loops.lists.copies())
+    gate.sources.max_served = loops.n
+    return gate
 
 
 class Lists:

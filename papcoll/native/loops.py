@@ -1,9 +1,10 @@
 """The intra-node PAP loops (native/papcoll_native.h): a whole exchange step in one C call,
 serving every peer as its post shows up.
 
-:class:`PeerLoops` holds the loops' state (which peers are pending, the order served);
+:class:`PeerLoops` holds the loops' state, their polled sources (:class:`Sources`, struct
+pc_sources: which peers are pending, the order served, where the next scan starts);
 :class:`SegmentLoops` adds the exchange through a node segment, over which a plan
-(plan.py) runs whole calls.
+(plan.py) runs whole calls; :class:`ListLoops` serves copy lists (:class:`Copies`).
 
 Every post carries the signature of its call (``PC_POST_SIG``: two banks after the flag); a
 loop that finds a peer's signature different from its own raises :class:`SignatureMismatch`
@@ -22,6 +23,18 @@ from .flags import Flags
 from .lib import (ENOENT, EPROTO, ETIMEDOUT, address, bytes_view, check_index,
                   lib, start_index, timeout_ns)
 
+_p, _size, _u64 = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint64
+
+
+class Sources(ctypes.Structure):      # struct pc_sources
+    _fields_ = [("flags", _p), ("stride", _size), ("pending", _p), ("n", _size),
+                ("target", _u64), ("sig", _u64), ("start", _size), ("served", _p),
+                ("max_served", _size), ("failed", _size)]
+
+
+class Copies(ctypes.Structure):       # struct pc_copies
+    _fields_ = [("first", _p), ("dst_off", _p), ("src_off", _p), ("dst", _p), ("src", _p),
+                ("len", _size)]
 
 
 class SignatureMismatch(Exception):
@@ -70,10 +83,10 @@ class PeerLoops:
     pc_wait_all_ge), validated once.
 
     ``flags`` (a :class:`Flags` of n) are the words 0 of the processes' posts. The loops keep
-    their state in ``pending`` (uint8, 1 = peer still to serve) and ``served`` (the order
-    served), which :meth:`expect` resets; a timed-out call leaves ``pending`` marking the
-    missing peers. With ``batch=1`` every call serves one peer, so the caller can see each
-    arrival in turn.
+    their state in ``sources`` (a :class:`Sources` over ``pending``, uint8, 1 = peer still to
+    serve, and ``served``, the order served), which :meth:`expect` resets; a timed-out call
+    leaves ``pending`` marking the missing peers, and ``start`` one past the peer served last.
+    With ``batch=1`` every call serves one peer, so the caller can see each arrival in turn.
     """
 
     def __init__(self, flags, batch=None):
@@ -86,7 +99,31 @@ class PeerLoops:
         if not 1 <= self.batch <= max(self.n, 1):
             raise ValueError(f"batch must be 1..{self.n}, not {self.batch}")
         self._pending, self._served = address(self.pending), address(self.served)
+        self._sourced(Sources(flags=flags.address, stride=flags.stride, pending=self._pending,
+                              n=self.n, served=self._served, max_served=self.batch))
         self._mask = self._pids = self._pids_addr = None
+
+    def _sourced(self, sources):
+        self.sources, self._sources = sources, ctypes.addressof(sources)
+
+    def _aim(self, target, sig, start):
+        """The next call's target and signature, its scan from ``start``."""
+        s = self.sources
+        s.target, s.sig, s.start = target, sig, start_index(start, self.n)
+
+    @property
+    def start(self):
+        """Where the next scan starts: the loops move it one past the peer they served last."""
+        return self.sources.start
+
+    @start.setter
+    def start(self, value):
+        self.sources.start = start_index(value, self.n)
+
+    @property
+    def failed(self):
+        """The peer whose signature differed, or whose read failed, in the last call."""
+        return self.sources.failed
 
     @property
     def left(self):
@@ -139,16 +176,14 @@ class PeerLoops:
             if not (isinstance(acks, Flags) and acks.size == n and acks.writable):
                 raise TypeError(f"acks must be a writable Flags of {n}")
             self._pids, self._pids_addr = (pids, acks), address(pids)
-        err = ctypes.c_size_t()
-        rc = lib.pc_cma_collect(self.flags.address, self.flags.stride, self._pending, n,
-                                target, sig, start_index(start, n), self._pids_addr,
-                                remote_offset, _blocks_at(dst, dst_stride, length, n, "dst"),
-                                dst_stride, length, acks.address, acks.stride, self._served,
-                                self.batch, ctypes.byref(err), timeout_ns(timeout))
+        self._aim(target, sig, start)
+        rc = lib.pc_cma_collect(self._sources, self._pids_addr, remote_offset,
+                                _blocks_at(dst, dst_stride, length, n, "dst"), dst_stride,
+                                length, acks.address, acks.stride, timeout_ns(timeout))
         if rc == EPROTO:
-            raise self.mismatch(err.value, target, sig)
+            raise self.mismatch(self.failed, target, sig)
         if rc < 0 and rc not in (ETIMEDOUT, -errno.EINVAL, ENOENT):
-            i = err.value
+            i = self.failed
             remote = post_address(self.flags, i) + remote_offset
             error = cma_error(rc, "read of", int(pids[i]), length, remote)
             error.peer = i                  # for the caller, who knows i's rank
@@ -158,18 +193,16 @@ class PeerLoops:
     def wait_all(self, target, timeout):
         """Wait until every pending flag is >= target: True, or False after timeout seconds
         (``missing()`` then names the peers still short)."""
-        rc = lib.pc_wait_all_ge(self.flags.address, self.flags.stride, self._pending, self.n,
-                                target, timeout_ns(timeout))
+        self.sources.target = target
+        rc = lib.pc_wait_all_ge(self._sources, timeout_ns(timeout))
         if rc == -errno.EINVAL:
             raise ValueError("native wait rejected its arguments")
         return rc == 0
 
 
 class _Exchange(ctypes.Structure):     # struct pc_exchange
-    _fields_ = [(name, ctypes.c_void_p if kind == "p" else ctypes.c_size_t) for name, kind in (
-        ("flags", "p"), ("flag_stride", "n"), ("n", "n"), ("me", "n"), ("mine", "p"),
-        ("regions", "p"), ("region_stride", "n"), ("slot", "n"), ("pending", "p"),
-        ("served", "p"), ("max_served", "n"), ("failed", "p"))]
+    _fields_ = [("s", Sources), ("me", _size), ("post", _p), ("mine", _p), ("regions", _p),
+                ("region_stride", _size), ("slot", _size)]
 
 
 class SegmentLoops(PeerLoops):
@@ -188,12 +221,10 @@ class SegmentLoops(PeerLoops):
         if (n - 1) * region_stride + 2 * n * slot > nbytes or region_stride < 2 * n * slot:
             raise ValueError(f"regions must hold {n} regions of 2 x {n} slots of {slot} bytes, "
                              f"{region_stride} bytes apart ({nbytes} bytes given)")
-        self.failed = ctypes.c_size_t()
-        self._plan = _Exchange(flags.address, flags.stride, n, self.me,
-                               where + self.me * region_stride, where, region_stride, slot,
-                               self._pending, self._served, self.batch,
-                               ctypes.addressof(self.failed))
+        self._plan = _Exchange(self.sources, self.me, flags.address + self.me * flags.stride,
+                               where + self.me * region_stride, where, region_stride, slot)
         self._plan_addr = ctypes.addressof(self._plan)
+        self._sourced(self._plan.s)            # one pc_sources: the exchange's, its plan's
         self.epoch = epoch
 
     def next_epoch(self):
@@ -214,10 +245,11 @@ class SegmentLoops(PeerLoops):
             raise ValueError(f"exchange: {self.n} blocks of {length} of {block} bytes do not "
                              f"fit a {self.slot}-byte slot, src ({s.nbytes} bytes) and writable"
                              f" dst ({d.nbytes} bytes)")
-        rc = lib.pc_exchange_blocks(self._plan_addr, s.address, d.address, block, length, epoch,
-                                    sig, start_index(start, self.n), timeout_ns(timeout))
+        self._aim(epoch, sig, start)
+        rc = lib.pc_exchange_blocks(self._plan_addr, s.address, d.address, block, length,
+                                    timeout_ns(timeout))
         if rc == EPROTO:
-            raise self.mismatch(self.failed.value, epoch, sig)
+            raise self.mismatch(self.failed, epoch, sig)
         return self._served_now(rc)
 
 
@@ -264,6 +296,10 @@ class CopyList:
             bases.append(view.address)
         return bases
 
+    def copies(self):
+        """A struct pc_copies over the list, its bases and length to be set per call."""
+        return Copies(first=self._first, dst_off=self._dst, src_off=self._src)
+
     def copy(self, length, dst=None, src=None):
         """Every copy of the list, ``length`` bytes each."""
         to, of = self.bases(length, dst, src)
@@ -280,19 +316,19 @@ class ListLoops(PeerLoops):
         if lists.n != self.n:
             raise ValueError(f"{lists.n} sources in the copy list for {self.n} flags")
         self.lists = lists
-        self.failed = ctypes.c_size_t()
+        self.copies = lists.copies()
+        self._copies = ctypes.addressof(self.copies)
 
     def serve(self, target, sig, start, timeout, length, dst=None, src=None):
         """Copy each pending source's part (``length`` bytes a copy) once its flag is >=
         target (and, unless sig is 0, its post's signature is sig), in arrival order from
         ``start``. Returns the sources this call served, empty after timeout seconds;
         SignatureMismatch if one differs."""
-        x = self.lists
-        to, of = x.bases(length, dst, src)
-        rc = lib.pc_serve_lists(
-            self.flags.address, self.flags.stride, self._pending, self.n, target, sig,
-            start_index(start, self.n), x._first, to, x._dst, of, x._src, length,
-            self._served, self.batch, ctypes.addressof(self.failed), timeout_ns(timeout))
+        c = self.copies
+        c.dst, c.src = self.lists.bases(length, dst, src)
+        c.len = length
+        self._aim(target, sig, start)
+        rc = lib.pc_serve_lists(self._sources, self._copies, timeout_ns(timeout))
         if rc == EPROTO:
-            raise self.mismatch(self.failed.value, target, sig)
+            raise self.mismatch(self.failed, target, sig)
         return self._served_now(rc)

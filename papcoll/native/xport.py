@@ -10,6 +10,7 @@ import numpy as np
 
 from .. import _native
 from .lib import lib
+from .loops import Copies, Sources
 
 XPort = _native.XPort
 
@@ -23,11 +24,8 @@ IN_NOTICE, IN_ADVERT, IN_HEADER, IN_GATE = 1, 2, 3, 4
 _p, _u64, _u32, _size, _int = c.c_void_p, c.c_uint64, c.c_uint32, c.c_size_t, c.c_int
 
 
-class Gate(c.Structure):
-    _fields_ = [("flags", _p), ("flag_stride", _size), ("pending", _p), ("n", _size),
-                ("target", _u64), ("sig", _u64), ("start", _size), ("first", _p),
-                ("dst_off", _p), ("src_off", _p), ("dst", _p), ("src", _p), ("len", _size),
-                ("served", _p), ("failed", _size), ("open", _int)]
+class Gate(c.Structure):              # struct pc_gate
+    _fields_ = [("sources", Sources), ("list", Copies), ("open", _int)]
 
 
 class XCallStruct(c.Structure):
