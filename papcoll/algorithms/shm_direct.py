@@ -53,7 +53,6 @@ master's control page.
 """
 import ctypes
 
-import numpy as np
 from mpi4py import MPI
 
 from .. import native, progress, rendezvous, signature
@@ -300,7 +299,7 @@ class ShmDirect(IntraNodeAlgorithm):
         completed them, in one engine call (onesided.py): theirs handed on to my node as they
         land, even before (PAP: a flag each, and my own part copied at once), or once all have
         (Direct: the one flag, raised here)."""
-        x, bank, layout, k = self.exchange, self.round % 2, self.layout, self.k
+        x, bank = self.exchange, self.round % 2
         x.begin(sig)
         c = plan.masters.get(bank)
         if c is None:
