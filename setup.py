@@ -52,9 +52,10 @@ setup(ext_modules=[Extension(
              "native/papcoll_xport.c", "native/papcoll_verbs.c", "native/papcoll_mpi_rma.c",
              "native/papcoll_exchange.c", "native/papcoll_hier.c",
              "native/papcoll_pyflags.c", "native/papcoll_pycore.c",
-             "native/papcoll_pyxport.c", "native/papcoll_ibv.c"],
+             "native/papcoll_pyxport.c", "native/papcoll_pyverbs.c",
+             "native/papcoll_ibv.c"],
     depends=["native/papcoll_native.h", "native/papcoll_xport.h", "native/papcoll_plan.h",
-             "native/papcoll_call.h", "native/papcoll_ibv.h",
+             "native/papcoll_call.h", "native/papcoll_ibv.h", "native/papcoll_pyxport.h",
              "native/papcoll_dlpack.h"],
     include_dirs=[mpi4py.get_include()],     # mpi4py's C API: MPI objects as mpi4py's
     extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra", *compile_args],

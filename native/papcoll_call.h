@@ -50,7 +50,7 @@ int pc_local_arg(PyObject *obj, int writable, const char *what, Py_buffer *b);
 /* Add the Flags type (papcoll_pyflags.c) and the plain functions (papcoll_pycore.c). */
 int pc_add_flags(PyObject *module);
 int pc_add_core(PyObject *module);
-/* Add the XPort and MR types (papcoll_pyxport.c). */
+/* Add the XPort and MR types (papcoll_pyxport.c, papcoll_pyverbs.c). */
 int pc_add_xport(PyObject *module);
 /* Add the Entry type (papcoll_entry.c) to the module: 0, or -1 with a Python error. */
 int pc_add_entry(PyObject *module);
