@@ -60,11 +60,8 @@ int pc_ibv_open(struct pc_ibv *v, struct pc_xport *x, const char *device, int po
         return failed(what, "ibv_open_device");
     struct ibv_port_attr attr;
     union ibv_gid gid;
-    int rc = ibv_query_port(v->ctx, (uint8_t)port, &attr);
-    if (rc) {
-        errno = rc;
+    if ((errno = ibv_query_port(v->ctx, (uint8_t)port, &attr)) != 0)
         return failed(what, "ibv_query_port");
-    }
     if (ibv_query_gid(v->ctx, (uint8_t)port, gid_index, &gid))
         return failed(what, "ibv_query_gid");
     v->port = (uint8_t)port;
@@ -107,56 +104,45 @@ int pc_ibv_open(struct pc_ibv *v, struct pc_xport *x, const char *device, int po
     return 0;
 }
 
+/* One step of a QP's connection: ibv_modify_qp, which returns an errno itself. */
+static int modify(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask, const char **what,
+                  const char *step)
+{
+    int rc = ibv_modify_qp(qp, a, mask);
+    errno = rc;
+    return rc ? failed(what, step) : 0;
+}
+
 int pc_ibv_connect(struct pc_ibv *v, size_t peer, uint32_t qp_num, uint32_t psn,
                    const uint8_t *gid, uint16_t lid, const char **what)
 {
     struct ibv_qp *qp = v->qps[peer];
-    struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .port_num = v->port, .pkey_index = 0,
-                            .qp_access_flags = IBV_ACCESS_LOCAL_WRITE |
-                                               IBV_ACCESS_REMOTE_WRITE};
-    int rc = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-                                   IBV_QP_ACCESS_FLAGS);
-    if (rc) {
-        errno = rc;
-        return failed(what, "ibv_modify_qp to INIT");
-    }
-    memset(&a, 0, sizeof a);
-    a.qp_state = IBV_QPS_RTR;
-    a.path_mtu = (enum ibv_mtu)v->mtu;
-    a.dest_qp_num = qp_num;
-    a.rq_psn = psn;
-    a.max_dest_rd_atomic = 1;
-    a.min_rnr_timer = 12;
-    a.ah_attr.is_global = 1;
-    a.ah_attr.dlid = lid;
-    a.ah_attr.port_num = v->port;
-    a.ah_attr.grh.sgid_index = (uint8_t)v->gid_index;
-    a.ah_attr.grh.hop_limit = 1;
-    memcpy(a.ah_attr.grh.dgid.raw, gid, 16);
-    rc = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                                   IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
-                                   IBV_QP_MIN_RNR_TIMER);
-    if (rc) {
-        errno = rc;
-        return failed(what, "ibv_modify_qp to RTR");
-    }
+    struct ibv_qp_attr init = {.qp_state = IBV_QPS_INIT, .port_num = v->port,
+                               .qp_access_flags = IBV_ACCESS_LOCAL_WRITE |
+                                                  IBV_ACCESS_REMOTE_WRITE};
+    struct ibv_qp_attr rtr = {.qp_state = IBV_QPS_RTR, .path_mtu = (enum ibv_mtu)v->mtu,
+                              .dest_qp_num = qp_num, .rq_psn = psn, .max_dest_rd_atomic = 1,
+                              .min_rnr_timer = 12,
+                              .ah_attr = {.is_global = 1, .dlid = lid, .port_num = v->port,
+                                          .grh = {.sgid_index = (uint8_t)v->gid_index,
+                                                  .hop_limit = 1}}};
+    memcpy(rtr.ah_attr.grh.dgid.raw, gid, 16);
     /* ACK timeout 4.096 us x 2^18 (~1 s), 7 retries: a stalled emulated host (SoftRoCE
      * between two VMs on a busy machine) is not taken for a dead one; a dead peer still fails
      * the write in ~8 s, within any sensible PAPCOLL_TIMEOUT. */
-    memset(&a, 0, sizeof a);
-    a.qp_state = IBV_QPS_RTS;
-    a.sq_psn = v->psns[peer];
-    a.timeout = 18;
-    a.retry_cnt = 7;
-    a.rnr_retry = 7;
-    a.max_rd_atomic = 1;
-    rc = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                                   IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
-    if (rc) {
-        errno = rc;
-        return failed(what, "ibv_modify_qp to RTS");
-    }
-    return 0;
+    struct ibv_qp_attr rts = {.qp_state = IBV_QPS_RTS, .sq_psn = v->psns[peer], .timeout = 18,
+                              .retry_cnt = 7, .rnr_retry = 7, .max_rd_atomic = 1};
+    int rc = modify(qp, &init, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+                                   IBV_QP_ACCESS_FLAGS, what, "ibv_modify_qp to INIT");
+    if (rc == 0)
+        rc = modify(qp, &rtr, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                                  IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+                                  IBV_QP_MIN_RNR_TIMER, what, "ibv_modify_qp to RTR");
+    if (rc == 0)
+        rc = modify(qp, &rts, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                                  IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC,
+                    what, "ibv_modify_qp to RTS");
+    return rc;
 }
 
 struct ibv_mr *pc_ibv_register(struct pc_ibv *v, void *addr, size_t len, int remote)
