@@ -4,9 +4,10 @@ acquire ordering, and the bounded waits on them (native/papcoll_native.h).
 A flag set is a 1-D uint64 array (a view of an mmap, a shared window...) whose element stride
 may exceed 8 bytes, so flags can be padded to cache lines: ``Flags(segment_u64[::8])``. Use the
 :class:`Flags` object in hot loops: it validates the array once and holds it (native
-papcoll_pyflags.c); the module-level functions validate on every call. Every wait is bounded: timeouts are finite seconds >= 0 (0 = test once). A wait is one
-native pc_wait with the GIL released, which Ctrl-C does not interrupt: papcoll's own waits run
-them in slices of at most lib.SLICE (progress.wait).
+papcoll_pyflags.c); the module-level functions validate on every call. Every wait is
+bounded: timeouts are finite seconds >= 0 (0 = test once). A wait is one native pc_wait with
+the GIL released, which Ctrl-C does not interrupt: papcoll's own waits run them in slices of at
+most lib.SLICE (progress.wait).
 """
 import numpy as np
 
