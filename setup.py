@@ -50,7 +50,7 @@ setup(ext_modules=[Extension(
     sources=["native/papcoll_native.c", "native/papcoll_loops.c", "native/papcoll_cma.c",
              "native/papcoll_call.c", "native/papcoll_callv.c", "native/papcoll_entry.c",
              "native/papcoll_xport.c", "native/papcoll_verbs.c", "native/papcoll_mpi_rma.c",
-             "native/papcoll_exchange.c", "native/papcoll_hier.c",
+             "native/papcoll_exchange.c", "native/papcoll_hier.c", "native/papcoll_sched.c",
              "native/papcoll_pyflags.c", "native/papcoll_pycore.c",
              "native/papcoll_pyxport.c", "native/papcoll_pyverbs.c",
              "native/papcoll_ibv.c"],

@@ -180,15 +180,27 @@ static int run_mpi(const struct pc_plan *p, const char *send, char *recv, int in
     return rc ? -rc : 1;
 }
 
-/* shm_direct, pap_shm_direct: a round of the hierarchical call (papcoll_hier.c), run for a
- * slice: 1, or pc_hier_run's rc for the call left in the plan (resume() goes on with it). */
+/* shm_direct, pap_shm_direct: one round of the hierarchical call (papcoll_hier.c), its
+ * round and board epoch the next of *round and *epoch, a master's call the next of *xepoch;
+ * run for a slice: 1, or pc_hier_run's rc for the round left in the plan (resume() goes on
+ * with it). */
 static int run_hier(struct pc_plan *p, const char *send, char *recv, int in_place)
 {
+    uint64_t round = ++*p->round, epoch = ++*p->epoch;
+    struct pc_hier *h = p->current = p->rounds[(epoch % 2) * 2 + round % 2];
+    h->send = in_place ? recv : send, h->recv = recv;
+    h->len = h->block = (size_t)(p->nbytes / p->n), h->offset = 0;
+    h->round = round, h->epoch = epoch, h->sig = p->sig, h->address = 0;
+    if (h->masters)
+        h->xepoch = ++*p->xepoch, h->adverts = *p->adverts, h->code = h->masters->code;
     int rc;
     Py_BEGIN_ALLOW_THREADS
-    pc_hier_start(p, send, recv, in_place);
-    rc = pc_hier_run(p, p->slice_ns);
+    rc = pc_hier_start(h);
+    if (rc == 0)
+        rc = pc_hier_run(h, p->slice_ns);
     Py_END_ALLOW_THREADS
+    if (rc == 1)
+        p->current = NULL;
     return rc;
 }
 
@@ -345,14 +357,17 @@ static PyObject *resume(PyObject *module, PyObject *const *args, Py_ssize_t narg
     if (p == NULL || PyErr_Occurred())
         return PyErr_Occurred() ? NULL : PyLong_FromLong(-EINVAL);
     int engine = p->kind == PC_PLAN_ENGINE || p->kind == PC_PLAN_VAR;
-    if (!engine && (p->kind != PC_PLAN_HIER || p->phase == 0)) {
+    if (!engine && (p->kind != PC_PLAN_HIER || p->current == NULL)) {
         PyErr_SetString(PyExc_ValueError, "resume: no call of this plan in progress");
         return NULL;
     }
     int rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = engine ? pc_xcall_run(p->calls[*p->epoch % 2], timeout_ns) : pc_hier_run(p, timeout_ns);
+    rc = engine ? pc_xcall_run(p->calls[*p->epoch % 2], timeout_ns)
+                : pc_hier_run(p->current, timeout_ns);
     Py_END_ALLOW_THREADS
+    if (!engine && rc == 1)
+        p->current = NULL;
     if (p->kind == PC_PLAN_VAR)
         rc = pc_var_end(p, rc);
     return PyErr_Occurred() ? NULL : PyLong_FromLong(rc);

@@ -146,38 +146,15 @@ static int serve(struct pc_xcall *c, size_t peer)
     }
     if (c->out)
         memcpy(c->out + c->out_off[peer], data, c->out_len[peer]);
-    if (c->flags) {
-        __atomic_store_n((volatile uint64_t *)((volatile char *)c->flags +
-                                               peer * c->flag_stride),
-                         c->epoch, __ATOMIC_RELEASE);
-        if (c->first)
-            pc_copy_list(c->hand_dst, c->hand_dst_off + c->first[peer], NULL,
-                         c->hand_src + c->first[peer], c->first[peer + 1] - c->first[peer],
-                         c->hand_len);
-    }
     c->waiting[peer] = 0;
     event(c, PC_RECEIVED, peer);
-    return 0;
+    return c->landed ? c->landed(c->landed_arg, peer) : 0;
 }
 
-/* The gate's posts: open once every one has been served (polled, never waited for). */
-static int gate_open(struct pc_xcall *c)
+/* Whether my writes may go (the gate, when set, is open). */
+static int gate_open(const struct pc_xcall *c)
 {
-    struct pc_gate *g = c->gate;
-    if (!g || g->open)
-        return 1;
-    struct pc_sources *s = &g->sources;
-    int rc = pc_serve_lists(s, &g->list, 0);
-    if (rc == -EPROTO)
-        return mismatch(c, PC_IN_GATE, s->failed, 0);
-    for (int i = 0; i < rc; i++)
-        event(c, PC_GATHERED, s->served[i]);
-    if (rc < 0 && rc != -ETIMEDOUT && rc != -ENOENT)
-        return rc;
-    for (size_t i = 0; i < s->n; i++)
-        if (s->pending[i])
-            return 0;
-    return g->open = 1;
+    return !c->gate || *c->gate;
 }
 
 /* After a disagreement, a copy-based rank still writes to every peer it has not written to,
@@ -185,7 +162,7 @@ static int gate_open(struct pc_xcall *c)
 static int tell_all(struct pc_xcall *c, int rc)
 {
     if (c->scheme == PC_COPY || c->scheme == PC_ORDER || c->scheme == PC_VAR) {
-        if (!c->gate || c->gate->open)
+        if (gate_open(c))
             for (size_t q = 0; q < c->x->n; q++)
                 if (c->unsent[q] && q != c->x->me && via_inbox(c, q))
                     send_to(c, q);
@@ -248,8 +225,6 @@ static int run_pass(void *what)
     size_t n = x->n, me = x->me;
     int rc, progressed = 0;
     int open = gate_open(c);
-    if (open < 0)
-        return open;
     for (size_t k = 1; k < n; k++) {      /* successors first: arrivals spread the load */
         size_t q = (me + k) % n;
         if (c->scheme == PC_STEP && c->unsent[q] && q == (me + c->next) % n) {
@@ -304,30 +279,49 @@ static int run_pass(void *what)
     return (rc = pc_xport_poll(x)) < 0 ? tell_all(c, rc) : PC_IDLE;
 }
 
-int pc_xcall_run(struct pc_xcall *c, int64_t timeout_ns)
+/* Zero-copy and PC_VAR: my advertisements, once a call (unsignalled: the data write
+ * follows). 0 or -errno. */
+static int advertise(struct pc_xcall *c)
 {
     struct pc_xport *x = c->x;
     size_t n = x->n, me = x->me;
+    if ((!zero_copy(c) && c->scheme != PC_VAR) || c->advertised)
+        return 0;
+    for (size_t k = 1; k < n; k++) {
+        size_t q = (me + k) % n, own = c->scheme == PC_VAR;
+        if (own && !c->advertise[q])
+            continue;
+        int rc = pc_xport_put(x, q, PC_TO_ADVERTS, me * PC_ADVERT_BYTES, 0,
+                              (const char *)c->record + own * q * PC_ADVERT_BYTES,
+                              c->notice_only ? 0 : PC_ADVERT_BYTES, c->record_lkey, PC_ADVERT,
+                              c->adverts, c->code, 0);
+        if (rc < 0)
+            return rc;
+    }
+    c->advertised = 1;
+    return 0;
+}
+
+int pc_xcall_step(struct pc_xcall *c)
+{
+    int rc;
+    if (c->x->kind == PC_CLOSED)
+        return -EBADF;
+    if ((rc = advertise(c)) < 0 || (rc = run_pass(c)) != PC_DONE)
+        return rc;
+    rc = pc_xport_complete(c->x, 0);
+    return rc == -ETIMEDOUT ? PC_IDLE : rc < 0 ? rc : PC_DONE;
+}
+
+int pc_xcall_run(struct pc_xcall *c, int64_t timeout_ns)
+{
+    struct pc_xport *x = c->x;
     int rc;
     if (x->kind == PC_CLOSED)
         return -EBADF;
     if ((x->deadline = pc_deadline(timeout_ns)) < 0)
         return (int)x->deadline;
-    if ((zero_copy(c) || c->scheme == PC_VAR) && !c->advertised) {
-        for (size_t k = 1; k < n; k++) {  /* unsignalled: the data write follows */
-            size_t q = (me + k) % n, own = c->scheme == PC_VAR;
-            if (own && !c->advertise[q])
-                continue;
-            rc = pc_xport_put(x, q, PC_TO_ADVERTS, me * PC_ADVERT_BYTES, 0,
-                              (const char *)c->record + own * q * PC_ADVERT_BYTES,
-                              c->notice_only ? 0 : PC_ADVERT_BYTES, c->record_lkey, PC_ADVERT,
-                              c->adverts, c->code, 0);
-            if (rc < 0)
-                return rc;
-        }
-        c->advertised = 1;
-    }
-    if ((rc = pc_wait(run_pass, c, x->deadline, 0)) < 0)
+    if ((rc = advertise(c)) < 0 || (rc = pc_wait(run_pass, c, x->deadline, 0)) < 0)
         return rc;
     int64_t left = x->deadline - pc_now_ns();
     rc = pc_xport_complete(x, left > 0 ? left : 0);

@@ -7,6 +7,7 @@
 #ifndef PAPCOLL_PLAN_H
 #define PAPCOLL_PLAN_H
 
+#include "papcoll_sched.h"
 #include "papcoll_xport.h"
 
 /* ---- plans: Communicator.Alltoall's one entry (papcoll_call.c) ------------------------- */
@@ -14,7 +15,7 @@
 #define PC_PLAN_SEGMENT 1 /* shm_pap: pc_exchange_blocks over the node board, in slot pieces */
 #define PC_PLAN_ENGINE 2  /* copy-based PAP Direct: the engine, one prepared call per bank */
 #define PC_PLAN_MPI 3     /* mpi: the MPI library's MPI_Alltoall */
-#define PC_PLAN_HIER 4    /* shm_direct, pap_shm_direct: gather, masters, scatter (one round) */
+#define PC_PLAN_HIER 4    /* shm_direct, pap_shm_direct: one round of their schedule */
 #define PC_PLAN_MPIV 5    /* mpi's Alltoallv: the MPI library's MPI_Alltoallv */
 #define PC_PLAN_VAR 6     /* pap_direct's Alltoallv: the engine's PC_VAR call, every block in
                            * the inbox (one prepared call per bank) */
@@ -50,40 +51,71 @@ struct pc_vshape {
     const intptr_t *move_type;
 };
 
+/* A step of a hierarchical call: sources served by copying their lists as they rise
+ * (pc_serve_lists). */
+struct pc_step {
+    struct pc_sources sources;
+    struct pc_copies list;
+};
+
 /* One round of a hierarchical call (papcoll/algorithms/shm_direct.py says why it is correct),
- * for one pair of banks: the board epoch's parity and the round's. My blocks go out by the
- * copy list post (npost copies: absolute destinations in the node's board and outbox, sources
- * relative to the call's send buffer) and my post on the board (its four words); my own block
- * from offset own of the send buffer to the same offset of the receive buffer. Then the
- * phases, each a step the next waits for:
- *  - gather (local): my node's posts served as they rise -- for a master, the gate of its
- *    call among the masters (masters), which sends nothing before the gate is open;
- *  - masters: that call; shm_direct's master then raises the one done flag (done);
- *  - scatter (remote, NULL for a PAP master: its engine hands my parts on as they land): the
- *    done flags served as they rise.
- * all_local and all_remote: the sources each step serves. */
+ * for one pair of banks (the board epoch's parity and the round's): a schedule of tasks
+ * (papcoll_sched.h), written once here for every call, planned or not.
+ *
+ * Set up once (shm_layout.py): my blocks go out by the copy list post (npost copies: absolute
+ * destinations in the node's board and outbox, sources relative to the round's send buffer)
+ * and my post on the board (its four words); my own block from offset own. local: my node's
+ * posts, their blocks for me (all_local: the sources); with CMA (reads set) those blocks are
+ * instead read from the posters' buffers (pc_cma_collect: pids, acks, ack_stride; reads'
+ * pending: others), and releases awaits every other process's read of mine. masters: a
+ * master's call among the masters; shm_direct's master then raises the one done flag (done);
+ * pap_shm_direct's hands each remote aggregate on as it lands (flags: one per node,
+ * flag_stride apart, raised as its aggregate lands; its list: remote's). remote: the done
+ * flags, my parts of the aggregates (all_remote), served as they rise -- NULL for a PAP
+ * master. Scans start at start (gather) and scatter_start.
+ *
+ * A round: the caller sets send, recv (the call's buffers at the round's offset; send ==
+ * recv: MPI_IN_PLACE, my own block stays), len (its bytes per block), block (the call's),
+ * round, epoch, sig, code, address (the buffer my post publishes; CMA), and a master's
+ * xepoch and adverts (its masters' call's counters); then pc_hier_start and pc_hier_run as
+ * often as it takes. */
+enum { PC_HIER_GATHER, PC_HIER_MASTERS, PC_HIER_HANDON, PC_HIER_DONE, PC_HIER_SCATTER,
+       PC_HIER_RELEASE };
 struct pc_hier {
     size_t npost;
     const size_t *post_dst, *post_src;
     size_t own;
     volatile uint64_t *post;
-    struct pc_gate *local, *remote;
+    struct pc_step *local, *remote;
     const uint8_t *all_local, *all_remote;
+    struct pc_sources *reads, *releases;
+    const pid_t *pids;
+    volatile uint64_t *acks;
+    size_t ack_stride;
+    const uint8_t *others;
     struct pc_xcall *masters;
-    volatile uint64_t *done;
+    volatile uint64_t *done, *flags;
+    size_t flag_stride;
+    size_t start, scatter_start;
+    size_t node_at;               /* CMA: where my node's first process's block for me lies */
+    /* the round */
+    const char *send;
+    char *recv;
+    size_t len, block, offset;    /* offset: of the round's pieces in their blocks (CMA) */
+    uint64_t round, epoch, sig, xepoch, adverts, address;
+    uint32_t code;
+    /* its schedule (built by pc_hier_start's first call), and whether the gather is in */
+    struct pc_sched sched;
+    int gathered;
 };
-#define PC_HIER_GATHER 1  /* the phase a hierarchical call is in (pc_plan.phase; 0: none) */
-#define PC_HIER_MASTERS 2
-#define PC_HIER_SCATTER 3
 
-/* A hierarchical plan's call: start it (its round and board epoch the next of *round and
- * *epoch, the masters' call the next of *xepoch: posts, own block, phases armed), then run
- * it for at most timeout_ns, as often as it takes: 1 when done, -ETIMEDOUT (run again; phase
- * says where it waits), -EPROTO (a post of the gather, or the masters' call: failed_*), or a
- * transport's -errno. */
-struct pc_plan;
-void pc_hier_start(struct pc_plan *p, const char *send, char *recv, int in_place);
-int pc_hier_run(struct pc_plan *p, int64_t timeout_ns);
+/* Start the round (its tasks built on first use) and run it for at most timeout_ns, as often
+ * as it takes: 1 when done, -ETIMEDOUT (run again: sched says which tasks are complete),
+ * -EPROTO (a post of the gather, local->sources.failed, or the masters' call: its failed_*),
+ * or another -errno (a transport's; a CMA read's: reads->failed); sched.failed names the
+ * task. */
+int pc_hier_start(struct pc_hier *h);
+int pc_hier_run(struct pc_hier *h, int64_t timeout_ns);
 
 /* A cached plan: how to run calls of one shape -- the shape of a call papcoll fully checked
  * before (papcoll_call.c: bind sets it; the algorithm the rest). The shape: nbytes in all,
@@ -114,13 +146,11 @@ struct pc_plan {
     /* PC_PLAN_MPI: the communicator's handle value (as in pc_mpi_open) */
     intptr_t comm;
     /* PC_PLAN_HIER: the algorithm's round counter, its masters' call counter (adverts:
-     * theirs), its rounds by bank pair (epoch % 2 * 2 + round % 2), where scatters start;
-     * the round and phase of the call in progress */
+     * theirs), its rounds by bank pair (epoch % 2 * 2 + round % 2); the round in progress
+     * (NULL: none) */
     uint64_t *round, *xepoch;
     struct pc_hier *rounds[4];
-    size_t scatter_start;
     struct pc_hier *current;
-    int phase;
     /* PC_PLAN_MPIV, PC_PLAN_VAR: the send side's shape and the receive side's (comm: as
      * PC_PLAN_MPI's) */
     struct pc_vshape vshape[2]; /* send, receive; an MPI plan bound in place: send's counts

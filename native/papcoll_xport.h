@@ -233,24 +233,13 @@ int pc_mpi_alltoallw(const void *send, const struct pc_vshape *s, void *recv,
 #define PC_SEEN 0            /* trace events: a peer's arrival seen, my data sent, its landed */
 #define PC_SENT 1
 #define PC_RECEIVED 2
-#define PC_GATHERED 3        /* a post of the gate served (peer: its index there) */
 
 /* Where a call fails: a peer (failed_peer) whose notice word (PC_IN_NOTICE: failed_code and
  * failed_len, what it carried), advert record or header (failed_sig: its signature) is not
- * this call's, or a post of the gate (PC_IN_GATE; failed_peer: its source). */
+ * this call's. */
 #define PC_IN_NOTICE 1
 #define PC_IN_ADVERT 2
 #define PC_IN_HEADER 3
-#define PC_IN_GATE 4
-
-/* The gate: my node's posts, whose blocks a master must have before it sends (the
- * hierarchical algorithms): pc_serve_lists' sources and list, polled; open once none is
- * pending. A step of a hierarchical call (papcoll_plan.h) is one too. */
-struct pc_gate {
-    struct pc_sources sources;
-    struct pc_copies list;
-    int open;
-};
 
 /* One call of PAP Direct over x among its n processes: a peer's arrival is seen in the data
  * path itself -- its data landing in my inbox (copy-based), its advertisement (zero-copy) --
@@ -264,12 +253,11 @@ struct pc_gate {
  * under record_lkey) is advertised to every peer (ADVERT notice, sequence adverts), and the
  * records peers advertised are read at advert_area + q * PC_ADVERT_BYTES.
  *
- * Data without an expected word (expected NULL) must start with sig (a header word). Hand-on
- * (flags set: the hierarchical masters): once q's data is in, flags[q] (stride flag_stride)
- * = epoch, then, if first is set, my part of it is copied (copies first[q] .. first[q + 1] -
- * 1 of hand_src -> hand_dst + hand_dst_off, hand_len bytes).
- * Gate (set): nothing is sent before every post of the gate has been served (PC_GATHERED
- * events name them).
+ * Data without an expected word (expected NULL) must start with sig (a header word).
+ * landed (set: the hierarchical masters' call, a task of their schedule, papcoll_hier.c):
+ * called with landed_arg as each peer's data is in and checked -- the per-source event that
+ * hands it on. gate (set): nothing is sent while *gate is 0 (the masters': until my node's
+ * gather is complete; arrivals are taken meanwhile).
  *
  * PC_VAR: my block to q goes to q's inbox if via_inbox[q], else into the region q advertised
  * for it, which must be exactly len[q] bytes; I advertise to the peers q with advertise[q] set
@@ -294,12 +282,9 @@ struct pc_xcall {
     const void *record;
     uint32_t record_lkey;
     const uint8_t *advert_area;
-    volatile uint64_t *flags;
-    size_t flag_stride;
-    const size_t *first, *hand_dst_off, *hand_src;
-    char *hand_dst;
-    size_t hand_len;
-    struct pc_gate *gate;
+    int (*landed)(void *arg, size_t peer);
+    void *landed_arg;
+    const int *gate;
     uint8_t *unsent, *waiting;
     size_t next;                  /* step order: the next peer to write to (an offset) */
     int advertised;
@@ -335,6 +320,11 @@ void pc_xcall_advert(struct pc_xcall *c, size_t record, uint64_t addr, uint64_t 
 /* Whether peer's arrival signal for c is on my boards, after a poll: its DATA notice of this
  * call, or, zero-copy, its advertisement. 1, 0, or a poll's -errno. */
 int pc_xcall_arrived(struct pc_xcall *c, size_t peer);
+
+/* One look at the call, never a wait (a task's progress step): PC_DONE once it is done (my
+ * writes complete too), PC_MORE, PC_IDLE, or an error as pc_xcall_run's. Puts waiting for
+ * room in a send queue wait until x->deadline, which the caller sets. */
+int pc_xcall_step(struct pc_xcall *c);
 
 /* Run the call for at most timeout_ns: 1 when done (my writes complete too), -ETIMEDOUT when
  * not yet (run again), -EPROTO when a peer's call differs (failed_*), -EIO or another -errno

@@ -27,9 +27,10 @@ class Trace:
         "received" (peer's block landed here); ``when``: its time, if not now."""
         self.current["events"].append((what, peer, time.monotonic() if when is None else when))
 
-    def phase(self, name):
-        """A phase of the call begins (it lasts until the next one, or the call's end)."""
-        self.current["phases"].append((name, time.monotonic()))
+    def phase(self, name, when=None):
+        """A phase of the call begins (it lasts until the next one, or the call's end);
+        ``when``: its time, if not now."""
+        self.current["phases"].append((name, time.monotonic() if when is None else when))
 
     def end(self):
         self.current["exit"] = time.monotonic()
@@ -59,7 +60,7 @@ class NoTrace:
     def event(self, what, peer, when=None):
         pass
 
-    def phase(self, name):
+    def phase(self, name, when=None):
         pass
 
     def end(self):

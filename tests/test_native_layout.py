@@ -19,10 +19,11 @@ from papcoll.native import loops, plan, xport
 NATIVE = Path(__file__).resolve().parent.parent / "native"
 
 # ctypes class -> the C struct it mirrors
-MIRRORS = {xport.Gate: "pc_gate", xport.XCallStruct: "pc_xcall", xport.Advert: "pc_advert",
+MIRRORS = {xport.XCallStruct: "pc_xcall", xport.Advert: "pc_advert",
            loops.Sources: "pc_sources", loops.Copies: "pc_copies",
-           loops._Exchange: "pc_exchange", plan.PlanStruct: "pc_plan",
-           plan.HierStruct: "pc_hier", plan.VShape: "pc_vshape"}
+           loops._Exchange: "pc_exchange", plan.PlanStruct: "pc_plan", plan.Step: "pc_step",
+           plan.Task: "pc_task", plan.Sched: "pc_sched", plan.HierStruct: "pc_hier",
+           plan.VShape: "pc_vshape"}
 
 
 def test_every_mirror_is_checked():

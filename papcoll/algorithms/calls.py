@@ -2,8 +2,6 @@
 it points to), and what a call in progress is -- a :class:`Flight`, or :data:`DONE` -- with
 what a persistent request keeps between its starts (:class:`Persistent`). The Exchange
 (onesided.py) makes and runs them."""
-import ctypes
-
 import numpy as np
 
 from mpi4py import MPI
@@ -108,15 +106,14 @@ _BYTES = ("via_inbox", "advertise")     # the per-peer fields of one byte (the r
 
 class Call:
     """The engine's struct pc_xcall (``s``) for one call shape of an Exchange, and the arrays
-    it points to: ``arrays`` by field name (uint64, n each; ``first``, ``hand_dst_off`` and
-    ``hand_src`` may be given too), room for ``events`` trace events."""
+    it points to: ``arrays`` by field name (uint64, n each), room for ``events`` trace
+    events."""
 
-    def __init__(self, x, scheme, events, gate=None, records=1, **arrays):
+    def __init__(self, x, scheme, events, records=1, **arrays):
         n, t = x.size, x.transport
         self.unsent, self.waiting = np.zeros(n, np.uint8), np.zeros(n, np.uint8)
         self.record = np.zeros(records * xport.ADVERT_BYTES, np.uint8)
         self.events = np.zeros(2 * events, np.int64)
-        self.gate = gate
         fields = {}
         for name, values in arrays.items():
             if values is None:
@@ -130,4 +127,4 @@ class Call:
             record=address(self.record), record_lkey=0, advert_area=t.advert_area,
             unsent=address(self.unsent), waiting=address(self.waiting),
             events=address(self.events) if x.trace.events else None, max_events=events,
-            gate=None if gate is None else ctypes.pointer(gate.s), **fields)
+            **fields)

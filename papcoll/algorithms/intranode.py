@@ -14,6 +14,7 @@ import numpy as np
 from .. import native, progress, rendezvous
 from ..errors import TransportError
 from ..native import SignatureMismatch
+from ..native.cma import cma_error
 from ..progress import Deadline
 from .registry import Algorithm
 
@@ -114,15 +115,27 @@ class IntraNodeAlgorithm(Algorithm):
         except SignatureMismatch as err:
             raise self.mismatch(names[err.peer], err.theirs, err.mine) from None
         except TransportError as err:
-            peer = getattr(err, "peer", None)
-            if peer is None:
+            if getattr(err, "peer", None) is None:
                 raise
-            raise TransportError(err.errno, f"{self.name}: rank {names[peer]}: {err}",
-                                 ranks=_ranks(names, [peer])) from None
+            raise self.named(err, names) from None
         if posts and self.tracing:
             self.trace_each("sent", range(self.n))
         if len(served) and self.tracing:      # (the loop moved loops.start past them)
             self.trace_each("received", served, traced or [[r] for r in names])
+
+    def named(self, err, names=None):
+        """A TransportError of source ``err.peer``, naming its user ranks."""
+        names = self.ranks if names is None else names
+        return TransportError(err.errno, f"{self.name}: rank {names[err.peer]}: {err}",
+                              ranks=_ranks(names, [err.peer]))
+
+    def read_failed(self, rc, i, remote_offset, length):
+        """The error of a CMA read of ``length`` bytes at ``remote_offset`` in process i's
+        published buffer that failed with ``rc``."""
+        remote = native.post_address(self.board.posts, i) + remote_offset
+        error = cma_error(rc, "read of", int(self.pids[i]), length, remote)
+        error.peer = i
+        return self.named(error)
 
     def wait_all(self, loops, target, what):
         """Wait until every pending flag of ``loops`` is >= target. Raises at the deadline."""
@@ -148,13 +161,14 @@ class IntraNodeAlgorithm(Algorithm):
         return rendezvous.timed_out(self.ctx.comm, f"{self.name} {what}", ranks,
                                     self.ctx.timeout)
 
-    def trace_each(self, what, peers, traced=None):
+    def trace_each(self, what, peers, traced=None, when=None):
         """Trace ``what`` for each rank that ``peers`` (sources of a loop) bring: ``traced``
-        maps a source to its ranks (default: the node's processes), myself left out."""
+        maps a source to its ranks (default: the node's processes), myself left out;
+        ``when``: its time, if not now."""
         for q in peers:
             for rank in [self.ranks[q]] if traced is None else traced[q]:
                 if rank != self.ctx.rank:
-                    self.ctx.trace.event(what, rank)
+                    self.ctx.trace.event(what, rank, when)
 
 
 def _ranks(names, sources):

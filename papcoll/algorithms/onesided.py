@@ -70,7 +70,7 @@ from ..transport import open_transport
 from .calls import DONE, Call, Flight
 from .registry import Algorithm, describe
 
-EVENTS = ("seen", "sent", "received", "received")     # the engine's, by kind (PC_SEEN...)
+EVENTS = ("seen", "sent", "received")     # the engine's, by kind (PC_SEEN...)
 CALLS = 4 * CAPACITY
 
 
@@ -259,17 +259,15 @@ class Exchange:
             self.failure(c, rc, "waiting for data")
         return Flight(self, c, "waiting for data", plan=plan)   # its plan holds a spare copy
 
-    def drive(self, c, what, gate=None, landed=None):
+    def drive(self, c, what, landed=None):
         """Run the engine in slices under the call's deadline (progress.wait), checking between
         slices that the awaited peers are still coming; map its failures to papcoll's errors.
-        ``gate`` (the masters'): its posts are awaited first (``gate.still_coming()`` checks
-        them, ``gate.timeout()`` is the error at the deadline, ``gate.mismatch(i)`` the error
-        of post i). ``landed(q)``: called between slices for each peer q whose block landed
-        (short slices then, so that a block is taken as it lands)."""
-        progress.wait(self.stepper(c, what, gate, landed), self.deadline,
-                      lambda: self.error(c, what, gate), lambda: self.check(c, what, gate))
+        ``landed(q)``: called between slices for each peer q whose block landed (short slices
+        then, so that a block is taken as it lands)."""
+        progress.wait(self.stepper(c, what, landed), self.deadline,
+                      lambda: self.error(c, what), lambda: self.check(c, what))
 
-    def stepper(self, c, what, gate=None, landed=None, plan=None):
+    def stepper(self, c, what, landed=None, plan=None):
         """The step of :meth:`drive`: run the engine for at most a slice (by ``plan``'s entry
         when a plan started the call); whether done."""
         tracing = self.trace.events
@@ -281,28 +279,24 @@ class Exchange:
         def step(seconds):
             rc = run(min(seconds, limit))
             if tracing:
-                self.replay(c, gate)
+                self.replay(c)
             for q in [q for q in todo if not c.waiting[q]]:
                 todo.discard(q)
                 landed(q)
             if rc not in (1, ETIMEDOUT):
-                self.failure(c, rc, what, gate)
+                self.failure(c, rc, what)
             return rc == 1
         return step
 
-    def check(self, c, what, gate=None):
+    def check(self, c, what):
         """Raise if a peer the call ``c`` (left by a slice in vain) awaits is known not to
         come."""
-        if gate is not None and not gate.s.open:
-            return gate.still_coming()
         comm, ranks = self.algo.ctx.comm, self.ranks
         rendezvous.elsewhere(comm, self.still(c), int, f"{describe(self.sig)} ({what})",
                              lambda rank: self.arrived(c, ranks.index(rank)))
 
-    def error(self, c, what, gate=None):
+    def error(self, c, what):
         """The error of the call ``c`` at its deadline."""
-        if gate is not None and not gate.s.open:
-            return gate.timeout()
         return rendezvous.timed_out(self.algo.ctx.comm, f"{self.algo.name} {what}",
                                     self.still(c), self.deadline.timeout)
 
@@ -310,11 +304,9 @@ class Exchange:
         """The user's ranks the engine's call ``c`` still awaits."""
         return [self.ranks[q] for q in self.awaited(c)]
 
-    def failure(self, c, rc, what, gate=None):
+    def failure(self, c, rc, what):
         """Raise the error of the engine's call ``c`` that ended with ``rc``."""
         if rc == EPROTO:
-            if c.s.failed_in == xport.IN_GATE:
-                raise gate.mismatch(c.s.failed_peer)
             raise self.disagreement(c)
         if rc == EMSGSIZE:
             raise self.too_small(self.transport.native.failed_peer)
@@ -374,12 +366,12 @@ class Exchange:
             return self.mismatch(s.failed_peer, signature.make(s.failed_code, s.failed_len))
         return self.mismatch(s.failed_peer, s.failed_sig)
 
-    def replay(self, c, gate):
+    def replay(self, c):
         """The engine's events of this slice, into the Communicator's trace."""
         for i in range(c.s.nevents):
             what, when = int(c.events[2 * i]), int(c.events[2 * i + 1]) * 1e-9
             kind, q = what >> 56, what & 0xFFFFFFFF
-            for rank in [gate.names[q]] if kind == xport.GATHERED else self.traced[q]:
+            for rank in self.traced[q]:
                 self.trace.event(EVENTS[kind], rank, when)
         c.s.nevents = 0
 

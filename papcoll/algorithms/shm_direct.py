@@ -53,12 +53,14 @@ master's control page.
 """
 import ctypes
 
+import numpy as np
 from mpi4py import MPI
 
 from .. import native, progress, rendezvous, signature
 from ..native import xport
-from ..native.lib import address, lib
-from ..native.plan import GATHER, MASTERS, HierStruct
+from ..native.lib import address
+from ..native.plan import (DONE, GATHER, HANDON, MASTERS, POSTED, RELEASE, SCATTER,
+                           HierStruct, hier_run, hier_start)
 from ..node.segment import LINE, Segment
 from ..progress import Deadline
 from ..transport import open_transport
@@ -68,11 +70,12 @@ from .intranode import IntraNodeAlgorithm, _ranks
 from .calls import Call
 from .onesided import Exchange
 from .registry import register
-from .shm_layout import CMA_BLOCK, Layout, Lists, piece_max, step_of
+from .shm_layout import CMA_BLOCK, Layout, Lists, piece_max
 
 GATHERING = "gathering the node's blocks"          # the phases, as errors name them
 EXCHANGING = "waiting for masters' aggregates"
 SCATTERING = "waiting for remote nodes' blocks"
+RELEASING = "waiting for peers to read my buffer"
 
 
 @register("shm_direct", "hierarchical Direct: node gather, Direct among masters, one done flag")
@@ -143,7 +146,7 @@ class ShmDirect(IntraNodeAlgorithm):
         else:             # remote masters may still write into it, and MPI still exposes it
             keep(self.segment)
 
-    # ---- the copy lists ----------------------------------------------------------------------
+    # ---- the copy lists and the rounds' schedules ---------------------------------------
 
     def by_cma(self, block):
         """Whether a call with ``block`` bytes per peer reads my node's blocks for me from
@@ -151,13 +154,13 @@ class ShmDirect(IntraNodeAlgorithm):
         return self.cma and block > CMA_BLOCK
 
     def lists_for(self, block, epoch):
-        """The copy lists of this round of a call with ``block`` bytes per peer, at board
-        ``epoch`` (cached by block size, and the two banks' parities)."""
+        """The copy lists and schedule of this round of a call with ``block`` bytes per peer,
+        at board ``epoch`` (cached by block size, and the two banks' parities)."""
         return self.lists_in(block, (epoch % 2, self.round % 2))
 
     def lists_in(self, block, banks):
-        """The copy lists for ``block`` bytes per peer in ``banks`` (the board epoch's parity,
-        the round's)."""
+        """The copy lists and schedule for ``block`` bytes per peer in ``banks`` (the board
+        epoch's parity, the round's)."""
         lists = self.copy_lists.get(block)
         if lists is None:
             if len(self.copy_lists) >= 8:
@@ -166,201 +169,194 @@ class ShmDirect(IntraNodeAlgorithm):
         plan = lists.get(banks)
         if plan is None:
             plan = lists[banks] = Lists(self, block, *banks, self.by_cma(block))
-            plan.gate = _Gate(self, plan.local)
+            self.schedule(plan, banks[1])
         return plan
 
-    # ---- a call ------------------------------------------------------------------------------
+    def schedule(self, lists, bank):
+        """``lists.s``: the struct pc_hier of their rounds (native/papcoll_hier.c: the
+        schedule of tasks), and a master's call among the masters (``lists.masters``)."""
+        c = lists.masters = self.masters_call(lists, bank) if self.master else None
+        posts, post, done = self.board.posts, lists.post, self.done
+        h = lists.s = HierStruct(
+            npost=post.dst.size, post_dst=post._dst, post_src=post._src, own=lists.own_at,
+            post=posts.address + self.me * posts.stride, local=ctypes.pointer(lists.gather),
+            remote=ctypes.pointer(lists.scatter), all_local=address(lists.all_local),
+            all_remote=address(lists.all_remote), start=self.start % self.n,
+            scatter_start=self.k % lists.remote.n, node_at=lists.node_at,
+            masters=None if c is None else ctypes.pointer(c.s),
+            done=done.address + len(self.nodes) * done.stride
+            if self.master and not self.pap else None,
+            flags=done.address if self.master and self.pap else None, flag_stride=done.stride)
+        if lists.cma:
+            acks = self.board.my_acks
+            h.reads, h.releases = (ctypes.pointer(self.reads.sources),
+                                   ctypes.pointer(self.releases.sources))
+            h.pids, h.acks, h.ack_stride = address(self.pids), acks.address, acks.stride
+            h.others = address(self.others)
+        if self.tracing:
+            lists.events = np.zeros(2 * (self.n + len(self.nodes) + 8), np.int64)
+            h.sched.events, h.sched.max_events = address(lists.events), lists.events.size // 2
+
+    def masters_call(self, lists, bank):
+        """The engine's call for my rounds in ``bank`` with ``lists``' block size: to master r
+        my aggregate for its node (lists.lengths[r] bytes, header first) into its inbound
+        area; from r its aggregate into mine."""
+        layout, k, x = self.layout, self.k, self.exchange
+        masters = range(len(self.nodes))
+        c = Call(x, xport.COPY if self.pap else xport.ORDER, 3 * len(masters),
+                 src_off=[bank * layout.bank(k) + layout.at(k, r) for r in masters],
+                 len=lists.lengths,
+                 dst_off=[bank * layout.bank(r) + layout.at(r, k) for r in masters],
+                 in_off=[bank * layout.bank(k) + layout.at(k, r) for r in masters])
+        c.s.src = native.buffer_address(self.outbox)
+        # Kept for the call's life: the masters' transport is this algorithm's own, and the
+        # outbox (in the node segment, which outlives it) is all it ever sends from.
+        c.s.lkey = x.transport.source_key(self.outbox)
+        return c
+
+    # ---- a call: each round one run of its schedule ------------------------------------------
 
     def alltoall(self, send, recv):
         self.start_call()
-        block, trace = recv.block, self.ctx.trace
+        block = recv.block
         sig, cma = self.signature(block), self.by_cma(block)
         source = recv.data if send is None else send.data
         if cma and send is None:       # published to my node: not where its blocks land
             source = self.private_copy(source)
+        at, to = native.buffer_address(source), native.buffer_address(recv.data)
         for offset in range(0, max(block, 1), self.piece_max[cma]):
             self.round += 1
             epoch = self.board.next_epoch()
-            plan = self.lists_for(block, epoch)
-            length = min(plan.piece, block - offset)
-            src, dst = source[offset:], recv.data[offset:]
-            trace.phase("gather")
-            plan.post.copy(length, src=src)                  # local blocks and remote rows
-            self.board.post(epoch, sig, native.buffer_address(source) if cma else 0)
-            if send is not None:
-                plan.own.copy(length, dst=dst, src=src)
-            if cma:                    # my node's blocks for me, straight from their buffers
-                first = self.ranks[0] * block
-                self.cma_read(epoch, sig, self.others, self.ranks[self.me] * block + offset,
-                              dst[first:], block, length, GATHERING)
-            plan.local.expect(plan.all_local)
-            remote = plan.remote
-            remote.expect(plan.all_remote)
+            lists = self.lists_for(block, epoch)
+            h = lists.s
+            h.send, h.recv, h.len = at + offset, to + offset, min(lists.piece, block - offset)
+            h.block, h.offset, h.round, h.epoch, h.sig = block, offset, self.round, epoch, sig
+            h.address = at if cma else 0
             if self.master:
-                trace.phase("masters")
-                self.masters_phase(plan, sig, epoch, length, dst)
-            elif not cma:
-                self.serve(plan.local, lambda start, timeout: plan.local.serve(
-                    epoch, sig, start, timeout, length, dst=dst), GATHERING, epoch)
-            trace.phase("scatter")
-            if not (self.master and self.pap) and remote.left:  # a PAP master's engine
-                self.serve(remote, lambda start, timeout: remote.serve(   # copied them in
-                    self.round, 0, start, timeout, length, dst=dst), SCATTERING, self.round,
-                    names=plan.blame,
-                    traced=plan.traced, signalled_by=plan.hands_on, start=self.k)
-            if cma:
-                self.cma_release(epoch)
+                x = self.exchange
+                x.begin(sig)
+                h.xepoch, h.adverts, h.code = x.epoch, x.adverts, signature.code_of(sig)
+            hier_start(h)
+            self.finish(lists)
 
-    # ---- the plan: the whole call in C (native/papcoll_hier.c) -------------------------------
+    def finish(self, lists, rc=None):
+        """Run ``lists``' round (started; ``rc``: a plan's first slice) to its end under the
+        call's deadline, or raise its error: a peer's, named, as soon as it is known not to
+        come (rendezvous)."""
+        h = lists.s
+
+        def step(seconds):
+            rc = hier_run(h, seconds)
+            if rc not in (1, native.ETIMEDOUT):
+                self.round_error(lists, rc)
+            return rc == 1
+
+        if self.exchange is not None:
+            self.exchange.sig, self.exchange.deadline = h.sig, self.deadline
+        try:
+            if rc is None or rc == native.ETIMEDOUT:
+                progress.wait(step, self.deadline, lambda: self.waiting(lists, True),
+                              lambda: self.waiting(lists))
+            elif rc != 1:
+                self.round_error(lists, rc)
+        finally:
+            if self.tracing:
+                self.replay(lists)
+        if lists.cma:
+            gone = self.board.gave_up(range(self.n), self.ctx.calls)
+            if gone:             # a reader gave up: its buffer may have changed under my reads
+                raise rendezvous.not_coming(self.ctx.comm, f"{self.name} (reading peers' "
+                                            "buffers)", self.board.user_ranks(gone),
+                                            self.board.user_ranks(gone), int)
 
     def plan(self, sendbuf, recvbuf, recv):
+        """The whole call in C, entered once (one round, no CMA reads, not traced)."""
         block = recv.block
         if (not isinstance(self.ctx.trace, NoTrace) or self.by_cma(block)
                 or not 0 < block <= self.piece_max[False]):
-            return None      # a traced call records its phases; one round a call; no CMA reads
+            return None
         rounds = [self.lists_in(block, (e, r)) for e in (0, 1) for r in (0, 1)]
         sig = self.signature(block)
-        for r, lists in enumerate(rounds):
-            self.hier_round(lists, r % 2, sig)
+        for lists in rounds:
+            if lists.masters is not None:
+                lists.masters.s.code = signature.code_of(sig)     # its sig: the plan's
         x = self.exchange                 # a master's: the counters of its calls
         counters = (self.board.epoch, self.rounds,
                     *((x.counter, x.advert_counter) if x else (self.rounds, self.rounds)))
-        plan = native.Plan.hier(self, rounds, self.ctx.size, counters, self.start, self.k,
-                                native.SLICE)
+        plan = native.Plan.hier(self, rounds, self.ctx.size, counters, native.SLICE)
         return plan if plan.bind(sendbuf, recvbuf, recv, sig) else None
 
-    def hier_round(self, lists, bank, sig):
-        """``lists``' struct pc_hier (``lists.s``), for calls of signature ``sig``."""
-        c = None
-        if self.master:
-            c = lists.masters.get(bank) or lists.masters.setdefault(
-                bank, self.masters_call(lists, bank))
-            c.s.code = signature.code_of(sig)        # its sig: the plan's
-            # Kept for the plan's life: the masters' transport is this algorithm's own, and
-            # the outbox (in the node segment, which outlives it) is all it ever sends from.
-            c.s.lkey = self.exchange.transport.source_key(self.outbox)
-        posts, post = self.board.posts, lists.post
-        remote = None if self.master and self.pap else ctypes.pointer(lists.scatter)
-        lists.s = HierStruct(
-            npost=post.dst.size, post_dst=post._dst, post_src=post._src, own=lists.own_at,
-            post=posts.address + self.me * posts.stride, local=ctypes.pointer(lists.gate.s),
-            remote=remote, all_local=address(lists.all_local),
-            all_remote=address(lists.all_remote),
-            masters=None if c is None else ctypes.pointer(c.s),
-            done=self.done.address + len(self.nodes) * self.done.stride
-            if self.master and not self.pap else None)
-
     def plan_failed(self, plan, rc):
-        """Go on with the call the plan left, in the phase it left it in, or raise its
-        error."""
-        lists = plan.rounds[self.board.epoch.value % 2 * 2 + self.round % 2]
+        """Go on with the round the plan left, or raise its error."""
         self.start_call()
-        if self.exchange is not None:
-            self.exchange.sig, self.exchange.deadline = plan.s.sig, self.deadline
+        self.finish(plan.rounds[self.board.epoch.value % 2 * 2 + self.round % 2], rc)
 
-        def step(seconds):
-            rc = plan.resume(seconds)
-            if rc not in (1, native.ETIMEDOUT):
-                self.plan_error(lists, plan.s.phase, rc)
-            return rc == 1
+    # ---- where a round waits, and its errors -------------------------------------------------
 
-        if rc != native.ETIMEDOUT:
-            self.plan_error(lists, plan.s.phase, rc)
-        progress.wait(step, self.deadline, lambda: self.waiting(lists, plan.s.phase, True),
-                      lambda: self.waiting(lists, plan.s.phase))
+    def stuck(self, lists):
+        """The first task of the round's schedule not complete (None: all are)."""
+        s = lists.s.sched
+        for task in (GATHER, MASTERS, SCATTER, HANDON, RELEASE):
+            if s.task[task].sched and not s.done >> task & 1:
+                return task
+        return None
 
-    def waiting(self, lists, phase, error=False):
-        """The check (or, ``error``, the timeout error) of a plan's call waiting in
-        ``phase``."""
-        if phase == MASTERS:
-            c = lists.masters[self.round % 2]
-            return (self.exchange.error if error else self.exchange.check)(c, EXCHANGING, c.gate)
-        if phase == GATHER:
-            loops, what, target, names, by = (lists.local, GATHERING, self.board.epoch.value,
-                                              self.ranks, None)
-        else:
-            loops, what, target, names, by = (lists.remote, SCATTERING, self.round, lists.blame,
+    def waiting(self, lists, error=False):
+        """The check (or, ``error``, the timeout error) of a round still running."""
+        task, h = self.stuck(lists), lists.s
+        if task in (MASTERS, HANDON):
+            c, x = lists.masters, self.exchange
+            return (x.error if error else x.check)(c, EXCHANGING)
+        if task == GATHER:
+            loops = lists.local if lists.local.left or not lists.cma else self.reads
+            what, target, names, by = GATHERING, h.epoch, self.ranks, None
+        elif task == SCATTER:
+            loops, what, target, names, by = (lists.remote, SCATTERING, h.round, lists.blame,
                                               lists.hands_on)
+        else:
+            loops, what, target, names, by = (self.releases, RELEASING, h.epoch, self.ranks,
+                                              None)
         if error:
             return self.timeout(what, _ranks(names, loops.missing()))
         self.elsewhere(what, loops, target, names, by)
 
-    def plan_error(self, lists, phase, rc):
-        """Raise the error of a plan's call that ended with ``rc`` in ``phase``."""
-        if phase == MASTERS:
-            c = lists.masters[self.round % 2]
-            self.exchange.failure(c, rc, EXCHANGING, c.gate)
-        if phase == GATHER and rc == native.EPROTO:
-            raise lists.gate.mismatch(lists.gate.s.sources.failed)
+    def round_error(self, lists, rc):
+        """Raise the error of a round that ended with ``rc``."""
+        s, h = lists.s.sched, lists.s
+        if s.failed == MASTERS:
+            self.exchange.failure(lists.masters, rc, EXCHANGING)
+        if s.failed == GATHER:
+            loops = self.reads if lists.cma else lists.local
+            peer = (self.reads.sources if lists.cma else lists.gather.sources).failed
+            if rc == native.EPROTO:
+                err = loops.mismatch(peer, h.epoch, h.sig)
+                raise self.mismatch(self.ranks[peer], err.theirs, err.mine)
+            if lists.cma:
+                raise self.read_failed(rc, peer, h.own + h.offset, h.len)
         raise ValueError(f"{self.name}: the native call failed ({rc})")
 
-    def masters_phase(self, plan, sig, epoch, length, dst):
-        """My node's aggregates to every other master, once the gate (my node's posts) has
-        completed them, in one engine call (onesided.py): theirs handed on to my node as they
-        land, even before (PAP: a flag each, and my own part copied at once), or once all have
-        (Direct: the one flag, raised here)."""
-        x, bank = self.exchange, self.round % 2
-        x.begin(sig)
-        c = plan.masters.get(bank)
-        if c is None:
-            c = plan.masters[bank] = self.masters_call(plan, bank)
-        lib.pc_head_aggregates(c.s.src, c.s.src_off, c.xport.n, c.xport.me, sig)
-        x.start(c)
-        gate = c.gate
-        plan.local.expect(plan.all_local)
-        g, s = gate.s, gate.s.sources
-        s.target, s.sig, s.start, g.open = epoch, sig, self.start % self.n, 0
-        g.list.dst, g.list.src = plan.local.lists.bases(length, dst, None)
-        g.list.len = c.s.hand_len = length
-        if self.pap:
-            c.s.hand_dst = plan.remote.lists.bases(length, dst, None)[0]
-        c.s.lkey = x.transport.source_key(self.outbox)
-        x.drive(c, EXCHANGING, gate)
-        x.transport.end_call()
-        if not self.pap:
-            self.done.store(len(self.nodes), self.round)
-
-    def masters_call(self, plan, bank):
-        """The engine's call for my rounds in ``bank`` with ``plan``'s block size: to master r
-        my aggregate for its node (plan.lengths[r] bytes, header first) into its inbound
-        area; from r its aggregate into mine; the gate: my node's posts (plan.local)."""
-        layout, k, x = self.layout, self.k, self.exchange
-        masters = range(len(self.nodes))
-        gate = plan.gate
-        lists = plan.remote.lists if self.pap else None
-        c = Call(x, xport.COPY if self.pap else xport.ORDER, 2 * len(masters) + self.n,
-                  gate=gate, src_off=[bank * layout.bank(k) + layout.at(k, r) for r in masters],
-                  len=plan.lengths,
-                  dst_off=[bank * layout.bank(r) + layout.at(r, k) for r in masters],
-                  in_off=[bank * layout.bank(k) + layout.at(k, r) for r in masters],
-                  first=None if lists is None else lists.first,
-                  hand_dst_off=None if lists is None else lists.dst,
-                  hand_src=None if lists is None else lists.src)
-        c.s.src = native.buffer_address(self.outbox)
-        if self.pap:
-            c.s.flags, c.s.flag_stride = self.done.address, self.done.stride
-        return c
+    def replay(self, lists):
+        """The schedule's log of this slice, into the Communicator's trace; the masters'
+        call's own events too."""
+        s, trace = lists.s.sched, self.ctx.trace
+        for i in range(s.nevents):
+            what, when = int(lists.events[2 * i]), int(lists.events[2 * i + 1]) * 1e-9
+            task, q = what >> 56, what & POSTED
+            if q == POSTED:
+                trace.phase(PHASES[task], when)
+                if task == GATHER:
+                    self.trace_each("sent", range(self.n), when=when)
+            elif task == GATHER:
+                self.trace_each("received", [q], when=when)
+            else:
+                self.trace_each("received", [q], lists.traced, when=when)
+        s.nevents = 0
+        if lists.masters is not None:
+            self.exchange.replay(lists.masters)
 
 
-class _Gate:
-    """The gather as a step (struct pc_gate): my node's posts, served by the engine (their
-    blocks for me copied in) before it writes anything -- a master's gate -- or by the native
-    call; errors and names as the algorithm's own."""
-
-    def __init__(self, algo, loops):
-        self.algo, self.loops, self.names = algo, loops, algo.ranks
-        self.s = step_of(loops)
-
-    def still_coming(self):
-        self.algo.elsewhere(GATHERING, self.loops, self.s.sources.target, self.names)
-
-    def timeout(self):
-        return self.algo.timeout(GATHERING, [self.names[q] for q in self.loops.missing()])
-
-    def mismatch(self, peer):
-        s = self.s.sources
-        err = self.loops.mismatch(peer, s.target, s.sig)
-        return self.algo.mismatch(self.names[err.peer], err.theirs, err.mine)
+PHASES = {GATHER: "gather", MASTERS: "masters", HANDON: "scatter", DONE: "scatter",
+          SCATTER: "scatter", RELEASE: "release"}
 
 
 @register("pap_shm_direct", "PAP-aware hierarchical Direct: one done flag per remote master")

@@ -7,7 +7,7 @@ block size and pair of banks.
 import numpy as np
 
 from .. import native
-from ..native import xport
+from ..native.plan import Step
 from ..node.board import slot_bytes
 
 SEGMENT_BUDGET = 64 << 20     # bytes of outbox and inbound areas per node, both banks
@@ -59,13 +59,13 @@ class Layout:
 
 
 def step_of(loops):
-    """A struct pc_gate over ``loops`` (ListLoops): its sources' lists served as their flags
-    rise, every arrived source in each pass -- a step of the native call (papcoll_hier.c).
-    Its sources are a copy of the loops' (the same pending and served arrays): target,
-    signature and start are the step's own."""
-    gate = xport.Gate(sources=loops.sources, list=loops.lists.copies())
-    gate.sources.max_served = loops.n
-    return gate
+    """A struct pc_step over ``loops`` (ListLoops): its sources' lists served as their flags
+    rise, every arrived source in each pass -- a step of the round's schedule
+    (papcoll_hier.c). Its sources are a copy of the loops' (the same pending and served
+    arrays): target, signature and start are the step's own."""
+    step = Step(sources=loops.sources, list=loops.lists.copies())
+    step.sources.max_served = loops.n
+    return step
 
 
 class Lists:
@@ -81,10 +81,14 @@ class Lists:
       from the posters' send buffers);
     * ``remote``: from each remote node (its done flag; pap) or from all (one flag), my column
       of its aggregate in my node's inbound area.
+
+    ``gather`` and ``scatter`` are the round's steps over ``local`` and ``remote``; ``s`` its
+    schedule (shm_direct.py builds it).
     """
 
     def __init__(self, algo, block, board_bank, bank, cma=False):
         board, me, n, k = algo.board, algo.me, algo.n, algo.k
+        self.cma = cma
         self.piece = piece = max(1, min(block, algo.piece_max[cma]))
         layout = algo.layout
         regions = native.buffer_address(board.segment.regions)
@@ -106,7 +110,7 @@ class Lists:
                 src.append(q * block)
         self.post = native.CopyList([0, len(dst)], dst, src, piece, relative="src")
         rank = algo.ranks[me]
-        self.own_at = rank * block
+        self.own_at, self.node_at = rank * block, algo.ranks[0] * block
         self.own = native.CopyList([0, 1], [self.own_at], [self.own_at], piece, relative="both")
         first, dst, src = [0], [], []
         for i, q in enumerate(algo.ranks):
@@ -142,6 +146,5 @@ class Lists:
                                                               relative="dst"))
         self.lengths = [layout.size(k, r, piece) if r != k else 0
                         for r in range(len(algo.nodes))]
-        self.masters = {}                            # bank -> the engine's call (a master's)
-        self.scatter = step_of(self.remote)
-        self.gate = self.s = None          # the gather's step (the algorithm's), the plan's pc_hier
+        self.gather, self.scatter = step_of(self.local), step_of(self.remote)
+        self.masters = self.s = self.events = None

@@ -12,21 +12,60 @@ import numpy as np
 from mpi4py import MPI
 
 from .. import _native
-from .lib import address, timeout_ns
-from .loops import _Exchange
-from .xport import Gate, XCallStruct
+from .lib import address, lib, timeout_ns
+from .loops import Copies, Sources, _Exchange
+from .xport import XCallStruct
 
 SEGMENT, ENGINE, MPI_ALLTOALL, HIER, MPIV, VAR, MPIW = 1, 2, 3, 4, 5, 6, 7     # PC_PLAN_*
 MPI_STARTS = 2          # PC_MPI_STARTS: an MPI plan's start, which the algorithm makes
-GATHER, MASTERS, SCATTER = 1, 2, 3                   # PC_HIER_*: a hierarchical call's phase
+# PC_HIER_*: a hierarchical round's tasks (their index in its schedule); PC_POSTED
+GATHER, MASTERS, HANDON, DONE, SCATTER, RELEASE = range(6)
+POSTED = (1 << 56) - 1
+_p, _size, _u64 = c.c_void_p, c.c_size_t, c.c_uint64
+
+
+class Step(c.Structure):              # struct pc_step
+    _fields_ = [("sources", Sources), ("list", Copies)]
+
+
+class Task(c.Structure):              # struct pc_task
+    _fields_ = [("post", _p), ("progress", _p), ("event", _p), ("sched", _p), ("arg", _p),
+                ("deps", c.c_uint32), ("subscribes", c.c_int)]
+
+
+class Sched(c.Structure):             # struct pc_sched
+    _fields_ = [("task", Task * 8), ("n", c.c_int), ("posted", c.c_uint32),
+                ("done", c.c_uint32), ("failed", c.c_int), ("deadline", c.c_int64),
+                ("events", _p), ("nevents", _size), ("max_events", _size)]
 
 
 class HierStruct(c.Structure):        # struct pc_hier
-    _fields_ = [("npost", c.c_size_t), ("post_dst", c.c_void_p), ("post_src", c.c_void_p),
-                ("own", c.c_size_t), ("post", c.c_void_p), ("local", c.POINTER(Gate)),
-                ("remote", c.POINTER(Gate)), ("all_local", c.c_void_p),
-                ("all_remote", c.c_void_p), ("masters", c.POINTER(XCallStruct)),
-                ("done", c.c_void_p)]
+    _fields_ = [("npost", _size), ("post_dst", _p), ("post_src", _p), ("own", _size),
+                ("post", _p), ("local", c.POINTER(Step)), ("remote", c.POINTER(Step)),
+                ("all_local", _p), ("all_remote", _p), ("reads", c.POINTER(Sources)),
+                ("releases", c.POINTER(Sources)), ("pids", _p), ("acks", _p),
+                ("ack_stride", _size), ("others", _p), ("masters", c.POINTER(XCallStruct)),
+                ("done", _p), ("flags", _p), ("flag_stride", _size), ("start", _size),
+                ("scatter_start", _size), ("node_at", _size), ("send", _p), ("recv", _p),
+                ("len", _size), ("block", _size), ("offset", _size), ("round", _u64),
+                ("epoch", _u64), ("sig", _u64), ("xepoch", _u64), ("adverts", _u64),
+                ("address", _u64), ("code", c.c_uint32), ("sched", Sched),
+                ("gathered", c.c_int)]
+
+
+for _name, _args in [("pc_hier_start", [c.POINTER(HierStruct)]),
+                     ("pc_hier_run", [c.POINTER(HierStruct), c.c_int64])]:
+    getattr(lib, _name).restype, getattr(lib, _name).argtypes = c.c_int, _args
+
+
+def hier_start(h):
+    """pc_hier_start: begin the round ``h`` (a HierStruct its caller filled): 0 or -errno."""
+    return lib.pc_hier_start(c.byref(h))
+
+
+def hier_run(h, seconds):
+    """pc_hier_run: run the round ``h`` for at most ``seconds``: 1 done, else < 0."""
+    return lib.pc_hier_run(c.byref(h), timeout_ns(seconds))
 
 
 class VShape(c.Structure):           # struct pc_vshape
@@ -47,8 +86,8 @@ class PlanStruct(c.Structure):        # struct pc_plan
                 ("start", c.c_size_t), ("calls", c.POINTER(XCallStruct) * 2),
                 ("adverts", c.c_void_p), ("spare", c.c_void_p), ("comm", c.c_ssize_t),
                 ("round", c.c_void_p), ("xepoch", c.c_void_p),
-                ("rounds", c.POINTER(HierStruct) * 4), ("scatter_start", c.c_size_t),
-                ("current", c.c_void_p), ("phase", c.c_int), ("vshape", VShape * 2),
+                ("rounds", c.POINTER(HierStruct) * 4), ("current", c.POINTER(HierStruct)),
+                ("vshape", VShape * 2),
                 ("unpack_to", c.c_void_p)]
 
 
@@ -100,17 +139,15 @@ class Plan:
         return plan
 
     @classmethod
-    def hier(cls, algorithm, rounds, n, counters, start, scatter_start, slice):
+    def hier(cls, algorithm, rounds, n, counters, slice):
         """A hierarchical call's rounds (``rounds[epoch % 2 * 2 + round % 2]``: an object
         whose ``s`` is its HierStruct) among ``n`` processes, counted in ``counters`` (the
         board's epoch, the algorithm's round, its masters' calls and adverts: c_uint64s; the
-        last two are read by a master's rounds only),
-        gathering from ``start``, scattering from ``scatter_start``; a call runs ``slice``
-        seconds before the algorithm takes over (:meth:`resume`)."""
+        last two are read by a master's rounds only); a call runs ``slice`` seconds before the
+        algorithm takes over (:meth:`resume`)."""
         epoch, round, xepoch, adverts = (c.addressof(counter) for counter in counters)
         plan = cls(algorithm, HIER, n, parts=(rounds, counters), epoch=epoch, round=round,
-                   xepoch=xepoch, adverts=adverts, start=start, scatter_start=scatter_start,
-                   slice_ns=timeout_ns(slice))
+                   xepoch=xepoch, adverts=adverts, slice_ns=timeout_ns(slice))
         plan.rounds = rounds
         for i, r in enumerate(rounds):
             plan.s.rounds[i] = c.pointer(r.s)
@@ -182,7 +219,7 @@ class Plan:
 
     def resume(self, seconds):
         """Run on, for at most ``seconds``, the call this plan left: 1 done, else < 0 (a
-        hierarchical plan's ``s.phase`` says where it is)."""
+        hierarchical plan's round, ``s.current``, says where it is)."""
         return _native.resume(self.address, timeout_ns(seconds))
 
     @classmethod

@@ -10,7 +10,6 @@ import numpy as np
 
 from .. import _native
 from .lib import lib
-from .loops import Copies, Sources
 
 XPort = _native.XPort
 
@@ -18,14 +17,10 @@ PC_VERBS, PC_MPI, PC_LOOP = 1, 2, 3
 ADVERT, DATA = 0, 1
 TO_ADVERTS, TO_INBOX, TO_EXPOSED = 0, 1, 2
 COPY, ZCOPY, STEP, ORDER, VAR = 1, 2, 3, 4, 5
-SEEN, SENT, RECEIVED, GATHERED = 0, 1, 2, 3
-IN_NOTICE, IN_ADVERT, IN_HEADER, IN_GATE = 1, 2, 3, 4
+SEEN, SENT, RECEIVED = 0, 1, 2
+IN_NOTICE, IN_ADVERT, IN_HEADER = 1, 2, 3
 
 _p, _u64, _u32, _size, _int = c.c_void_p, c.c_uint64, c.c_uint32, c.c_size_t, c.c_int
-
-
-class Gate(c.Structure):              # struct pc_gate
-    _fields_ = [("sources", Sources), ("list", Copies), ("open", _int)]
 
 
 class XCallStruct(c.Structure):
@@ -33,10 +28,8 @@ class XCallStruct(c.Structure):
                 ("adverts", _u64), ("sig", _u64), ("code", _u32), ("expected", _p),
                 ("src", _p), ("src_off", _p), ("len", _p), ("dst_off", _p), ("lkey", _u32),
                 ("inbox", _p), ("out", _p), ("in_off", _p), ("out_off", _p), ("out_len", _p),
-                ("record", _p), ("record_lkey", _u32), ("advert_area", _p), ("flags", _p),
-                ("flag_stride", _size), ("first", _p), ("hand_dst_off", _p), ("hand_src", _p),
-                ("hand_dst", _p), ("hand_len", _size), ("gate", c.POINTER(Gate)),
-                ("unsent", _p), ("waiting", _p), ("next", _size), ("advertised", _int),
+                ("record", _p), ("record_lkey", _u32), ("advert_area", _p), ("landed", _p),
+                ("landed_arg", _p), ("gate", _p), ("unsent", _p), ("waiting", _p), ("next", _size), ("advertised", _int),
                 ("events", _p), ("nevents", _size), ("max_events", _size), ("failed_in", _int),
                 ("failed_peer", _size), ("failed_sig", _u64), ("failed_code", _u32),
                 ("failed_len", _u32), ("via_inbox", _p), ("advertise", _p), ("expect_len", _p),

@@ -1,5 +1,5 @@
 """MPI worker: blame in a hierarchical call falls on the rank really missing (N=4 as 2 nodes of
-2). Rank 0, a master, freezes (SIGSTOP, as if dead) in call CALL after its node's posts are in;
+2). Rank 0, a master, freezes (SIGSTOP, as if dead) in call CALL once it has posted its blocks;
 rank 2, the other master, arrives a second late, so it gives up only after rank 1 -- the
 non-master on the frozen master's node -- has reached its deadline. Rank 1 waits for remote
 blocks, which reach it only through its master: it must name rank 0 (and may name rank 2,
@@ -27,13 +27,13 @@ name, CALL, BLOCK = sys.argv[1], 3, 64
 assert size == 4, "N=4 as 2 nodes of 2"
 
 if rank == 0:
-    phase = shm_direct.ShmDirect.masters_phase
+    finish = shm_direct.ShmDirect.finish
 
     def freezing(self, *args):
         if self.ctx.calls == CALL:
             os.kill(os.getpid(), signal.SIGSTOP)
-        return phase(self, *args)
-    shm_direct.ShmDirect.masters_phase = freezing
+        return finish(self, *args)
+    shm_direct.ShmDirect.finish = freezing
 
 # Rank 0 traces, so that its calls take the Python path, where it freezes; the others' repeated
 # calls run natively (the algorithm's plan), whose waits must blame as the Python path's do.

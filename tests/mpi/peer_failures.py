@@ -130,21 +130,23 @@ def dies(step):
 
 def hier_dies(name, phase):
     import signal
-    from papcoll.node.board import NodeBoard
+    from papcoll.algorithms import shm_direct
     victim, pids = 3, world.allgather(os.getpid())
     survivors = world.Split(0 if rank != victim else MPI.UNDEFINED, rank)
     freeze = lambda: os.kill(os.getpid(), signal.SIGSTOP)
-    if rank == victim:
+    if rank == victim:         # traced: its calls take the algorithm's path, not a plan's
         pc = papcoll.Communicator(world, trace="phases")
-        if phase == "gather":
-            post, posts = NodeBoard.post, []
-            NodeBoard.post = lambda board, *a: (posts.append(1), len(posts) == 2 and freeze(),
-                                                post(board, *a))
-        else:
-            trace = pc._context().trace
-            mark, marks = trace.phase, []
-            trace.phase = lambda what: (marks.append(what), marks.count("scatter") == 2
-                                        and what == "scatter" and freeze(), mark(what))
+        start, starts = shm_direct.hier_start, []
+
+        def stop(h):           # call 2: before its post (gather), or after it (scatter)
+            starts.append(1)
+            if len(starts) == 2 and phase == "gather":
+                freeze()
+            rc = start(h)
+            if len(starts) == 2:
+                freeze()
+            return rc
+        shm_direct.hier_start = stop
     else:
         pc = papcoll.Communicator(world)
     send, want = fresh(8)
