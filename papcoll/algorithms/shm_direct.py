@@ -59,8 +59,7 @@ from mpi4py import MPI
 from .. import native, progress, rendezvous, signature
 from ..native import xport
 from ..native.lib import address
-from ..native.plan import (DONE, GATHER, HANDON, MASTERS, POSTED, RELEASE, SCATTER,
-                           HierStruct, hier_run, hier_start)
+from ..native.plan import POSTED, HierStruct, hier_run, hier_start, schedule
 from ..node.segment import LINE, Segment
 from ..progress import Deadline
 from ..transport import open_transport
@@ -172,9 +171,26 @@ class ShmDirect(IntraNodeAlgorithm):
             self.schedule(plan, banks[1])
         return plan
 
+    def tasks(self, cma):
+        """My role's schedule of a round (native/papcoll_hier.c and papcoll_reads.c define
+        the tasks): (task, the tasks it waits for, the task whose per-source events it takes),
+        in order of dependence, and in the order a wait blames them."""
+        tasks = [("gather", (), None)]
+        if cma:
+            tasks.append(("reads", (), None))
+        if self.master:
+            tasks.append(("masters", (), None))
+            tasks += ([("handon", (), "masters")] if self.pap else
+                      [("done", ("masters",), None), ("scatter", ("done",), None)])
+        else:
+            tasks.append(("scatter", (), None))
+        if cma:
+            tasks.append(("release", (), None))
+        return tasks
+
     def schedule(self, lists, bank):
-        """``lists.s``: the struct pc_hier of their rounds (native/papcoll_hier.c: the
-        schedule of tasks), and a master's call among the masters (``lists.masters``)."""
+        """``lists.s``: the struct pc_hier of their rounds, its tasks my role's, and a
+        master's call among the masters (``lists.masters``)."""
         c = lists.masters = self.masters_call(lists, bank) if self.master else None
         posts, post, done = self.board.posts, lists.post, self.done
         h = lists.s = HierStruct(
@@ -193,8 +209,10 @@ class ShmDirect(IntraNodeAlgorithm):
                                    ctypes.pointer(self.releases.sources))
             h.pids, h.acks, h.ack_stride = address(self.pids), acks.address, acks.stride
             h.others = address(self.others)
+        lists.tasks = [task for task, _, _ in self.tasks(lists.cma)]
+        schedule(h, self.tasks(lists.cma))
         if self.tracing:
-            lists.events = np.zeros(2 * (self.n + len(self.nodes) + 8), np.int64)
+            lists.events = np.zeros(2 * (2 * self.n + len(self.nodes) + 8), np.int64)
             h.sched.events, h.sched.max_events = address(lists.events), lists.events.size // 2
 
     def masters_call(self, lists, bank):
@@ -295,22 +313,19 @@ class ShmDirect(IntraNodeAlgorithm):
 
     def stuck(self, lists):
         """The first task of the round's schedule not complete (None: all are)."""
-        s = lists.s.sched
-        for task in (GATHER, MASTERS, SCATTER, HANDON, RELEASE):
-            if s.task[task].sched and not s.done >> task & 1:
-                return task
-        return None
+        done = lists.s.sched.done
+        return next((task for i, task in enumerate(lists.tasks) if not done >> i & 1), None)
 
     def waiting(self, lists, error=False):
         """The check (or, ``error``, the timeout error) of a round still running."""
         task, h = self.stuck(lists), lists.s
-        if task in (MASTERS, HANDON):
+        if task in ("masters", "handon", "done"):
             c, x = lists.masters, self.exchange
             return (x.error if error else x.check)(c, EXCHANGING)
-        if task == GATHER:
-            loops = lists.local if lists.local.left or not lists.cma else self.reads
+        if task in ("gather", "reads"):
+            loops = lists.local if task == "gather" else self.reads
             what, target, names, by = GATHERING, h.epoch, self.ranks, None
-        elif task == SCATTER:
+        elif task == "scatter":
             loops, what, target, names, by = (lists.remote, SCATTERING, h.round, lists.blame,
                                               lists.hands_on)
         else:
@@ -322,31 +337,33 @@ class ShmDirect(IntraNodeAlgorithm):
 
     def round_error(self, lists, rc):
         """Raise the error of a round that ended with ``rc``."""
-        s, h = lists.s.sched, lists.s
-        if s.failed == MASTERS:
+        h = lists.s
+        task = lists.tasks[h.sched.failed] if h.sched.failed >= 0 else None
+        if task == "masters":
             self.exchange.failure(lists.masters, rc, EXCHANGING)
-        if s.failed == GATHER:
-            loops = self.reads if lists.cma else lists.local
-            peer = (self.reads.sources if lists.cma else lists.gather.sources).failed
+        if task in ("gather", "reads"):
+            loops = lists.local if task == "gather" else self.reads
+            peer = (lists.gather.sources if task == "gather" else self.reads.sources).failed
             if rc == native.EPROTO:
                 err = loops.mismatch(peer, h.epoch, h.sig)
                 raise self.mismatch(self.ranks[peer], err.theirs, err.mine)
-            if lists.cma:
+            if task == "reads":
                 raise self.read_failed(rc, peer, h.own + h.offset, h.len)
         raise ValueError(f"{self.name}: the native call failed ({rc})")
 
     def replay(self, lists):
-        """The schedule's log of this slice, into the Communicator's trace; the masters'
-        call's own events too."""
+        """The schedule's log of this slice, into the Communicator's trace: a task's post
+        begins its phase; a source it served is "received" from its ranks (with CMA, the
+        reads', not the posts'). The masters' call's own events too."""
         s, trace = lists.s.sched, self.ctx.trace
         for i in range(s.nevents):
             what, when = int(lists.events[2 * i]), int(lists.events[2 * i + 1]) * 1e-9
-            task, q = what >> 56, what & POSTED
+            task, q = lists.tasks[what >> 56], what & POSTED
             if q == POSTED:
-                trace.phase(PHASES[task], when)
-                if task == GATHER:
+                trace.phase(PHASES.get(task, task), when)
+                if task == "gather":
                     self.trace_each("sent", range(self.n), when=when)
-            elif task == GATHER:
+            elif task == "reads" or task == "gather" and not lists.cma:
                 self.trace_each("received", [q], when=when)
             else:
                 self.trace_each("received", [q], lists.traced, when=when)
@@ -355,8 +372,7 @@ class ShmDirect(IntraNodeAlgorithm):
             self.exchange.replay(lists.masters)
 
 
-PHASES = {GATHER: "gather", MASTERS: "masters", HANDON: "scatter", DONE: "scatter",
-          SCATTER: "scatter", RELEASE: "release"}
+PHASES = {"reads": "gather", "handon": "scatter", "done": "scatter"}    # a task's phase
 
 
 @register("pap_shm_direct", "PAP-aware hierarchical Direct: one done flag per remote master")

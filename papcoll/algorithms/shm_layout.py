@@ -77,8 +77,8 @@ class Lists:
       my rows of their nodes' aggregates in my node's outbox;
     * ``own``: my block for me, send buffer to receive buffer;
     * ``local``: from each of my node's processes (its post: flag and signature), its block
-      for me out of its board region (none when ``cma``: the algorithm reads those blocks
-      from the posters' send buffers);
+      for me out of its board region (no copies when ``cma``: the algorithm reads those
+      blocks from the posters' send buffers, and only their posts are served here);
     * ``remote``: from each remote node (its done flag; pap) or from all (one flag), my column
       of its aggregate in my node's inbound area.
 
@@ -120,7 +120,7 @@ class Lists:
             first.append(len(dst))
         self.local = native.ListLoops(board.posts, native.CopyList(first, dst, src, piece,
                                                                    relative="dst"))
-        self.all_local = np.full(n, not cma, np.uint8)
+        self.all_local = np.ones(n, np.uint8)       # with CMA: their posts, no copies
         first, dst, src = [0], [], []
         for r in range(len(algo.nodes)):             # my own node: no copies, never pending
             for t, q in enumerate(algo.nodes[r] if r != k else []):
@@ -147,4 +147,4 @@ class Lists:
         self.lengths = [layout.size(k, r, piece) if r != k else 0
                         for r in range(len(algo.nodes))]
         self.gather, self.scatter = step_of(self.local), step_of(self.remote)
-        self.masters = self.s = self.events = None
+        self.masters = self.s = self.events = self.tasks = None

@@ -7,6 +7,7 @@ several per call site (callcache.py). What a plan's kinds run, and the shape rul
 once, in C."""
 import ctypes as c
 import functools
+import os
 
 import numpy as np
 from mpi4py import MPI
@@ -18,9 +19,7 @@ from .xport import XCallStruct
 
 SEGMENT, ENGINE, MPI_ALLTOALL, HIER, MPIV, VAR, MPIW = 1, 2, 3, 4, 5, 6, 7     # PC_PLAN_*
 MPI_STARTS = 2          # PC_MPI_STARTS: an MPI plan's start, which the algorithm makes
-# PC_HIER_*: a hierarchical round's tasks (their index in its schedule); PC_POSTED
-GATHER, MASTERS, HANDON, DONE, SCATTER, RELEASE = range(6)
-POSTED = (1 << 56) - 1
+POSTED = (1 << 56) - 1             # PC_POSTED: a task's post, in a schedule's log
 _p, _size, _u64 = c.c_void_p, c.c_size_t, c.c_uint64
 
 
@@ -29,8 +28,8 @@ class Step(c.Structure):              # struct pc_step
 
 
 class Task(c.Structure):              # struct pc_task
-    _fields_ = [("post", _p), ("progress", _p), ("event", _p), ("sched", _p), ("arg", _p),
-                ("deps", c.c_uint32), ("subscribes", c.c_int)]
+    _fields_ = [("kind", _p), ("sched", _p), ("arg", _p), ("deps", c.c_uint32),
+                ("subscribes", c.c_int)]
 
 
 class Sched(c.Structure):             # struct pc_sched
@@ -54,8 +53,22 @@ class HierStruct(c.Structure):        # struct pc_hier
 
 
 for _name, _args in [("pc_hier_start", [c.POINTER(HierStruct)]),
-                     ("pc_hier_run", [c.POINTER(HierStruct), c.c_int64])]:
+                     ("pc_hier_run", [c.POINTER(HierStruct), c.c_int64]),
+                     ("pc_sched_task", [c.POINTER(Sched), c.c_int, c.c_char_p, _p, c.c_uint32,
+                                        c.c_int])]:
     getattr(lib, _name).restype, getattr(lib, _name).argtypes = c.c_int, _args
+
+
+def schedule(h, tasks):
+    """The tasks of the round ``h`` (a HierStruct), each (kind, the kinds it waits for, the
+    kind whose per-source events it takes, or None), in order of dependence."""
+    names = [kind for kind, _, _ in tasks]
+    for i, (kind, after, takes) in enumerate(tasks):
+        deps = sum(1 << names.index(d) for d in after)
+        rc = lib.pc_sched_task(c.byref(h.sched), i, kind.encode(), c.addressof(h), deps,
+                               -1 if takes is None else names.index(takes))
+        if rc < 0:
+            raise ValueError(f"schedule: task {i} ({kind}): {os.strerror(-rc)}")
 
 
 def hier_start(h):
