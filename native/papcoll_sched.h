@@ -4,11 +4,11 @@
  *
  * A task has a post (its start: arm what it waits for, or do what needs no waiting), a
  * progress step (one look, never a wait: PC_DONE once complete, PC_MORE when it moved,
- * PC_IDLE or PC_BUSY when nothing changed -- see pc_wait --, or -errno) and its completion, which posts the tasks that
- * depend on it. A task may also publish per-source events (pc_sched_event: "source i's part
- * of my work is in"), which the tasks subscribed to it take at once, before it completes:
- * the PAP hand-on, where a master hands a remote aggregate on as it lands while its own
- * gather still waits for a late local process. */
+ * PC_IDLE or PC_BUSY when nothing changed -- see pc_wait --, or -errno) and its completion,
+ * which posts the tasks that depend on it. A task may also publish per-source events
+ * (pc_sched_event: "source i's part of my work is in"), which the tasks subscribed to it take
+ * at once, before it completes: the PAP hand-on, where a master hands a remote aggregate on
+ * as it lands while its own gather still waits for a late local process. */
 #ifndef PAPCOLL_SCHED_H
 #define PAPCOLL_SCHED_H
 

@@ -2,13 +2,14 @@
 (Qian & Afsahi, section 4.3) -- across nodes, small blocks.
 
 A call moves its blocks in rounds of at most ``piece`` bytes per block (one round for the
-small blocks these algorithms are for), each round in three phases:
+small blocks these algorithms are for), each round in three phases -- each a task, or a few,
+of the round's schedule in C (native/papcoll_hier.c; :meth:`ShmDirect.tasks` lists each role's):
 
 1. **Gather** (not PAP-aware: a node's aggregate is complete only once every local process has
    contributed). Each process copies its blocks for the processes of its own node into its
    region of the node board, as shm_pap does, and its blocks for every remote node into its
    row of that node's aggregate, in the node's outbox; then it posts on the board (flag and
-   call signature). One native call and the post.
+   call signature), and serves my node's posts as they rise.
 2. **Masters.** Each node's master takes the local blocks meant for it as their posts arrive;
    once all are in, its node's aggregates are complete, and it writes one to every other
    master -- ppn x ppn' blocks -- straight into that node's inbound area: the masters'
@@ -18,18 +19,20 @@ small blocks these algorithms are for), each round in three phases:
 3. **Scatter.** ``shm_direct``: the master waits for every aggregate, then raises one done
    flag, and every local process copies its parts. ``pap_shm_direct``: one done flag per
    remote master, raised by my master as that master's aggregate lands (it hands its notice
-   on); local processes copy their part of each as soon as its flag rises, in arrival order.
-   One native call (the master, which must keep polling its transport, copies its own parts
-   once its exchange is done).
+   on); local processes copy their part of each as soon as its flag rises, in arrival order,
+   and the master its own, as it lands (the hand-on task takes the masters' call's per-source
+   events), even while its gather still waits for a late local process.
 
 Blocks between processes of one node never go through the master: other processes copy them
 straight out of the poster's board region, as in shm_pap -- or, for blocks above CMA_BLOCK
 (shm_layout.py) when every node allows CMA, read them out of the poster's send buffer, whose
 address the post carries, as in cma_pap (intranode.py: read, acknowledge, and return only once
-my node has read my buffer, so the user may reuse it). Everyone decides alike, by the block
-size and a CMA flag agreed when the algorithm is set up, so a round's pieces are the same on
-every node. Those reads use no board slot, so a round is then bounded only by the segment's
-budget: a 1 MiB call is one round instead of sixteen.
+my node has read my buffer, so the user may reuse it). Those reads are a task of their own
+(papcoll_reads.c): a master's overlap its call among the masters, whose writes need my node's
+posts -- the rows of the aggregates, copied before each post -- and not these blocks.
+Everyone decides alike, by the block size and a CMA flag agreed when the algorithm is set up,
+so a round's pieces are the same on every node. Those reads use no board slot, so a round is
+then bounded only by the segment's budget: a 1 MiB call is one round instead of sixteen.
 
 **Two banks**, by the round's parity, for the outbox and the inbound areas, and by the board
 epoch's for the board regions (as in shm_pap: other algorithms' exchanges interleave on the
