@@ -9,7 +9,7 @@ of the round's schedule in C (native/papcoll_hier.c; :meth:`ShmDirect.tasks` lis
    contributed). Each process copies its blocks for the processes of its own node into its
    region of the node board, as shm_pap does, and its blocks for every remote node into its
    row of that node's aggregate, in the node's outbox; then it posts on the board (flag and
-   call signature), and serves my node's posts as they rise.
+   call signature), and serves its node's posts as they rise.
 2. **Masters.** Each node's master takes the local blocks meant for it as their posts arrive;
    once all are in, its node's aggregates are complete, and it writes one to every other
    master -- ppn x ppn' blocks -- straight into that node's inbound area: the masters'
@@ -212,8 +212,9 @@ class ShmDirect(IntraNodeAlgorithm):
                                    ctypes.pointer(self.releases.sources))
             h.pids, h.acks, h.ack_stride = address(self.pids), acks.address, acks.stride
             h.others = address(self.others)
-        lists.tasks = [task for task, _, _ in self.tasks(lists.cma)]
-        schedule(h, self.tasks(lists.cma))
+        tasks = self.tasks(lists.cma)
+        lists.tasks = [task for task, _, _ in tasks]
+        schedule(h, tasks)
         if self.tracing:
             lists.events = np.zeros(2 * (2 * self.n + len(self.nodes) + 8), np.int64)
             h.sched.events, h.sched.max_events = address(lists.events), lists.events.size // 2
