@@ -75,7 +75,7 @@ class Lists:
 
     * ``post``: my blocks for my node's processes to my board region, for remote processes to
       my rows of their nodes' aggregates in my node's outbox;
-    * ``own``: my block for me, send buffer to receive buffer;
+    * ``own_at``: my block for me, at this offset of both buffers;
     * ``local``: from each of my node's processes (its post: flag and signature), its block
       for me out of its board region (no copies when ``cma``: the algorithm reads those
       blocks from the posters' send buffers, and only their posts are served here);
@@ -108,18 +108,15 @@ class Lists:
             for t, q in enumerate(algo.nodes[r]):
                 dst.append(outbox + layout.at(k, r) + (me * algo.ppn[r] + t) * piece)
                 src.append(q * block)
-        self.post = native.CopyList([0, len(dst)], dst, src, piece, relative="src")
-        rank = algo.ranks[me]
-        self.own_at, self.node_at = rank * block, algo.ranks[0] * block
-        self.own = native.CopyList([0, 1], [self.own_at], [self.own_at], piece, relative="both")
+        self.post = native.CopyList([0, len(dst)], dst, src, piece)
+        self.own_at, self.node_at = algo.ranks[me] * block, algo.ranks[0] * block
         first, dst, src = [0], [], []
         for i, q in enumerate(algo.ranks):
             if i != me and not cma:
                 dst.append(q * block)
                 src.append(slot(i, me))
             first.append(len(dst))
-        self.local = native.ListLoops(board.posts, native.CopyList(first, dst, src, piece,
-                                                                   relative="dst"))
+        self.local = native.ListLoops(board.posts, native.CopyList(first, dst, src, piece))
         self.all_local = np.ones(n, np.uint8)       # with CMA: their posts, no copies
         first, dst, src = [0], [], []
         for r in range(len(algo.nodes)):             # my own node: no copies, never pending
@@ -142,8 +139,7 @@ class Lists:
             self.blame = [[algo.masters[r] for r in algo.remote] + mine]
             self.all_remote = np.ones(1, np.uint8)
             self.traced = [[q for r in algo.remote for q in algo.nodes[r]]]
-        self.remote = native.ListLoops(flags, native.CopyList(first, dst, src, piece,
-                                                              relative="dst"))
+        self.remote = native.ListLoops(flags, native.CopyList(first, dst, src, piece))
         self.lengths = [layout.size(k, r, piece) if r != k else 0
                         for r in range(len(algo.nodes))]
         self.gather, self.scatter = step_of(self.local), step_of(self.remote)

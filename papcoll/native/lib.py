@@ -31,14 +31,11 @@ def _load():
     # until their structs move into the module (issue 29).
     lib = ctypes.CDLL(_native.__file__)
     c = ctypes
-    ptr, i64, u64, size = c.c_void_p, c.c_int64, c.c_uint64, c.c_size_t
+    ptr, i64, size = c.c_void_p, c.c_int64, c.c_size_t
     for name, restype, argtypes in [
-        ("pc_head_aggregates", None, [ptr, ptr, size, size, u64]),
         ("pc_cma_collect", c.c_int, [ptr, ptr, size, ptr, size, size, ptr, size, i64]),
         ("pc_wait_all_ge", c.c_int, [ptr, i64]),
         ("pc_exchange_blocks", c.c_int, [ptr, ptr, ptr, size, size, i64]),
-        ("pc_copy_list", None, [ptr, ptr, ptr, ptr, size, size]),
-        ("pc_serve_lists", c.c_int, [ptr, ptr, i64]),
     ]:
         fn = getattr(lib, name)
         fn.restype, fn.argtypes = restype, argtypes

@@ -4,7 +4,8 @@ serving every peer as its post shows up.
 :class:`PeerLoops` holds the loops' state, their polled sources (:class:`Sources`, struct
 pc_sources: which peers are pending, the order served, where the next scan starts);
 :class:`SegmentLoops` adds the exchange through a node segment, over which a plan
-(plan.py) runs whole calls; :class:`ListLoops` serves copy lists (:class:`Copies`).
+(plan.py) runs whole calls; :class:`ListLoops` pairs sources with copy lists
+(:class:`Copies`), which a hierarchical round's tasks serve.
 
 Every post carries the signature of its call (``PC_POST_SIG``: two banks after the flag); a
 loop that finds a peer's signature different from its own raises :class:`SignatureMismatch`
@@ -254,14 +255,14 @@ class SegmentLoops(PeerLoops):
 
 
 class CopyList:
-    """A copy list (pc_copy_list, pc_serve_lists), validated once: source i owns copies
-    ``first[i]`` .. ``first[i + 1] - 1``, copy k moving up to ``length`` bytes from src +
-    ``src[k]`` to dst + ``dst[k]``. The ``relative`` side(s) ("src", "dst" or "both") are
-    offsets into the buffers a call passes, checked against them per call (O(1): the list's
-    reach is known); the other side's are absolute addresses in memory papcoll laid out (the
-    node segment), where ``length`` is the most that fits each place."""
+    """A copy list (struct pc_copies, served by the round's tasks: papcoll_hier.c), validated
+    once: source i owns copies ``first[i]`` .. ``first[i + 1] - 1``, copy k moving up to
+    ``length`` bytes from src + ``src[k]`` to dst + ``dst[k]``. A side is either offsets into
+    the buffers a call passes (its base set per call) or absolute addresses in memory papcoll
+    laid out (the node segment, base NULL), where ``length`` is the most that fits each
+    place."""
 
-    def __init__(self, first, dst, src, length, relative):
+    def __init__(self, first, dst, src, length):
         self.first = np.ascontiguousarray(first, np.uintp)
         self.dst = np.ascontiguousarray(dst, np.uintp)
         self.src = np.ascontiguousarray(src, np.uintp)
@@ -269,66 +270,21 @@ class CopyList:
                 and self.first[-1] == self.dst.size == self.src.size
                 and (np.diff(self.first.astype(np.int64)) >= 0).all()):
             raise ValueError("a copy list's sources must own consecutive runs of its copies")
-        if relative not in ("src", "dst", "both"):
-            raise ValueError(f"relative must be src, dst or both, not {relative!r}")
         self.n, self.length = self.first.size - 1, operator.index(length)
-        self.reach = {side: int(offsets.max()) if offsets.size else 0 for side, offsets in
-                      (("dst", self.dst), ("src", self.src)) if relative in (side, "both")}
         self._first, self._dst, self._src = (address(a) for a in (self.first, self.dst,
                                                                   self.src))
-
-    def bases(self, length, dst, src):
-        """(dst base, src base) for a call copying ``length`` bytes, after checking that the
-        list stays inside the buffers of its relative side(s)."""
-        if not 0 <= length <= self.length:
-            raise ValueError(f"copies of {length} bytes in a list of places of {self.length}")
-        bases = []
-        for side, buf in (("dst", dst), ("src", src)):
-            if (side in self.reach) != (buf is not None):
-                raise ValueError(f"{side}: a buffer for the relative side(s) {set(self.reach)}")
-            if buf is None:
-                bases.append(None)
-                continue
-            view = MPI.buffer(buf)
-            if (side == "dst" and view.readonly) or self.reach[side] + length > view.nbytes:
-                raise ValueError(f"{side}: a copy list reaching {self.reach[side] + length} "
-                                 f"bytes does not fit a buffer of {view.nbytes}")
-            bases.append(view.address)
-        return bases
 
     def copies(self):
         """A struct pc_copies over the list, its bases and length to be set per call."""
         return Copies(first=self._first, dst_off=self._dst, src_off=self._src)
 
-    def copy(self, length, dst=None, src=None):
-        """Every copy of the list, ``length`` bytes each."""
-        to, of = self.bases(length, dst, src)
-        lib.pc_copy_list(to, self._dst, of, self._src, self.dst.size, length)
-
 
 class ListLoops(PeerLoops):
-    """:class:`PeerLoops` serving the sources of a :class:`CopyList` as their flags rise:
-    ``flags`` (a Flags of ``lists.n``) are the sources' flags, posts when their signature is
-    checked."""
+    """:class:`PeerLoops` whose sources bring the parts of a :class:`CopyList`: ``flags`` (a
+    Flags of ``lists.n``) are the sources' flags, posts when their signature is checked."""
 
     def __init__(self, flags, lists, batch=None):
         super().__init__(flags, batch)
         if lists.n != self.n:
             raise ValueError(f"{lists.n} sources in the copy list for {self.n} flags")
         self.lists = lists
-        self.copies = lists.copies()
-        self._copies = ctypes.addressof(self.copies)
-
-    def serve(self, target, sig, start, timeout, length, dst=None, src=None):
-        """Copy each pending source's part (``length`` bytes a copy) once its flag is >=
-        target (and, unless sig is 0, its post's signature is sig), in arrival order from
-        ``start``. Returns the sources this call served, empty after timeout seconds;
-        SignatureMismatch if one differs."""
-        c = self.copies
-        c.dst, c.src = self.lists.bases(length, dst, src)
-        c.len = length
-        self._aim(target, sig, start)
-        rc = lib.pc_serve_lists(self._sources, self._copies, timeout_ns(timeout))
-        if rc == EPROTO:
-            raise self.mismatch(self.failed, target, sig)
-        return self._served_now(rc)
