@@ -1,9 +1,10 @@
 /* The tasks of a hierarchical call's round (struct pc_hier, papcoll_plan.h;
  * papcoll/algorithms/shm_direct.py argues the protocol and lists each role's schedule):
  *
- *   gather   post my blocks (board, outbox rows, own block); serve my node's posts -- their
+ *   gather   post my blocks (board, outbox rows); serve my node's posts -- their
  *            blocks for me out of the board, or, when CMA reads them (papcoll_reads.c), only
  *            their signatures
+ *   own      my own block, send buffer to receive buffer (a master's after its call)
  *   masters  a master's call among the masters, posted at once so that it takes remote
  *            aggregates as they land; its writes wait for the gather (its gate)
  *   handon   pap_shm_direct's master: subscribed to the masters' per-source events, it raises
@@ -56,8 +57,6 @@ static int gather_post(struct pc_task *t)
     struct pc_hier *h = t->arg;
     pc_copy_list(NULL, h->post_dst, h->send, h->post_src, h->npost, h->len);
     pc_post(h->post, h->epoch, h->sig, h->address); /* release: whoever sees it sees my blocks */
-    if (h->send != h->recv)
-        memcpy(h->recv + h->own, h->send + h->own, h->len);
     pc_hier_arm(&h->local->sources, h->all_local, h->epoch, h->sig, h->start);
     h->local->list.dst = h->recv, h->local->list.len = h->len;
     h->gathered = 0;
@@ -73,6 +72,16 @@ static int gather(struct pc_task *t)
     return rc;
 }
 PC_TASK_KIND(gather_kind, "gather", gather_post, gather, NULL)
+
+/* My own block, out of the way of a master's call: no one waits for it. */
+static int own_post(struct pc_task *t)
+{
+    struct pc_hier *h = t->arg;
+    if (h->send != h->recv)
+        memcpy(h->recv + h->own, h->send + h->own, h->len);
+    return 0;
+}
+PC_TASK_KIND(own_kind, "own", own_post, NULL, NULL)
 
 /* The masters' call: a remote aggregate is in, an event of the masters' task. */
 static int landed(void *arg, size_t peer)

@@ -182,11 +182,11 @@ class ShmDirect(IntraNodeAlgorithm):
         if cma:
             tasks.append(("reads", (), None))
         if self.master:
-            tasks.append(("masters", (), None))
+            tasks += [("masters", (), None), ("own", ("masters",), None)]
             tasks += ([("handon", (), "masters")] if self.pap else
                       [("done", ("masters",), None), ("scatter", ("done",), None)])
         else:
-            tasks.append(("scatter", (), None))
+            tasks += [("own", (), None), ("scatter", (), None)]
         if cma:
             tasks.append(("release", (), None))
         return tasks
