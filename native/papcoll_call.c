@@ -182,22 +182,20 @@ static int run_mpi(const struct pc_plan *p, const char *send, char *recv, int in
 
 /* shm_direct, pap_shm_direct: one round of the hierarchical call (papcoll_hier.c), its
  * round and board epoch the next of *round and *epoch, a master's call the next of *xepoch;
- * run for a slice: 1, or pc_hier_run's rc for the round left in the plan (resume() goes on
+ * run for a slice: 1, or pc_sched_run's rc for the round left in the plan (resume() goes on
  * with it). */
 static int run_hier(struct pc_plan *p, const char *send, char *recv, int in_place)
 {
     uint64_t round = ++*p->round, epoch = ++*p->epoch;
     struct pc_hier *h = p->current = p->rounds[(epoch % 2) * 2 + round % 2];
-    h->send = in_place ? recv : send, h->recv = recv;
-    h->len = h->block = (size_t)(p->nbytes / p->n), h->offset = 0;
-    h->round = round, h->epoch = epoch, h->sig = p->sig, h->address = 0;
-    if (h->masters)
-        h->xepoch = ++*p->xepoch, h->adverts = *p->adverts, h->code = h->masters->code;
+    size_t block = (size_t)(p->nbytes / p->n);
+    uint64_t xepoch = h->masters ? ++*p->xepoch : 0;
     int rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = pc_hier_start(h);
+    rc = pc_hier_start(h, in_place ? recv : send, recv, block, 0, block, round, epoch, 0, xepoch,
+                       *p->adverts);
     if (rc == 0)
-        rc = pc_hier_run(h, p->slice_ns);
+        rc = pc_sched_run(&h->sched, p->slice_ns);
     Py_END_ALLOW_THREADS
     if (rc == 1)
         p->current = NULL;
@@ -343,7 +341,7 @@ static PyObject *bind(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 }
 
 /* resume(plan, timeout_ns) -> the call the plan left, run on for at most timeout_ns with the
- * GIL released: pc_hier_run's rc for a hierarchical plan's, pc_xcall_run's for the engine's
+ * GIL released: pc_sched_run's rc for a hierarchical plan's, pc_xcall_run's for the engine's
  * (PC_PLAN_ENGINE, PC_PLAN_VAR: its last call, whose end unpacks a staged receive side). */
 static PyObject *resume(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -364,7 +362,7 @@ static PyObject *resume(PyObject *module, PyObject *const *args, Py_ssize_t narg
     int rc;
     Py_BEGIN_ALLOW_THREADS
     rc = engine ? pc_xcall_run(p->calls[*p->epoch % 2], timeout_ns)
-                : pc_hier_run(p->current, timeout_ns);
+                : pc_sched_run(&p->current->sched, timeout_ns);
     Py_END_ALLOW_THREADS
     if (!engine && rc == 1)
         p->current = NULL;

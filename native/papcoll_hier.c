@@ -94,7 +94,7 @@ static int masters_post(struct pc_task *t)
     struct pc_hier *h = t->arg;
     struct pc_xcall *c = h->masters;     /* my aggregates start with the call's signature */
     pc_head_aggregates((char *)c->src, c->src_off, c->x->n, c->x->me, h->sig);
-    pc_xcall_start(c, h->xepoch, h->adverts, h->sig, h->code, -1);
+    pc_xcall_start(c, h->xepoch, h->adverts, h->sig, c->code, -1);
     c->gate = &h->gathered;
     c->landed = landed, c->landed_arg = t;
     return 0;
@@ -171,12 +171,12 @@ static int release(struct pc_task *t)
 }
 PC_TASK_KIND(release_kind, "release", release_post, release, NULL)
 
-int pc_hier_start(struct pc_hier *h)
+int pc_hier_start(struct pc_hier *h, const char *send, char *recv, size_t block, size_t offset,
+                  size_t len, uint64_t round, uint64_t epoch, uint64_t address, uint64_t xepoch,
+                  uint64_t adverts)
 {
+    h->send = send, h->recv = recv, h->block = block, h->offset = offset, h->len = len;
+    h->round = round, h->epoch = epoch, h->address = address;
+    h->xepoch = xepoch, h->adverts = adverts;
     return pc_sched_start(&h->sched);
-}
-
-int pc_hier_run(struct pc_hier *h, int64_t timeout_ns)
-{
-    return pc_sched_run(&h->sched, timeout_ns);
 }

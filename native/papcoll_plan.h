@@ -75,11 +75,8 @@ struct pc_step {
  * aggregates (all_remote), served as they rise. Scans start at start (my node) and
  * scatter_start (the nodes).
  *
- * A round: the caller sets send, recv (the call's buffers at the round's offset; send ==
- * recv: MPI_IN_PLACE, my own block stays), len (its bytes per block), block (the call's),
- * offset (of the round in a block), round, epoch, sig, code, address (the buffer my post
- * publishes; CMA), and a master's xepoch and adverts (its masters' call's counters); then
- * pc_hier_start and pc_hier_run as often as it takes. */
+ * sig: the signature of its calls (its block size's; the masters' call's code is its own).
+ * A round is begun by pc_hier_start and run by pc_sched_run on sched, as often as it takes. */
 struct pc_hier {
     size_t npost;
     const size_t *post_dst, *post_src;
@@ -97,24 +94,28 @@ struct pc_hier {
     size_t flag_stride;
     size_t start, scatter_start;
     size_t node_at;               /* CMA: where my node's first process's block for me lies */
-    /* the round */
+    uint64_t sig;
+    /* the round (pc_hier_start) */
     const char *send;
     char *recv;
     size_t len, block, offset;
-    uint64_t round, epoch, sig, xepoch, adverts, address;
-    uint32_t code;
+    uint64_t round, epoch, xepoch, adverts, address;
     /* its schedule, and whether the gather is complete (the masters' gate) */
     struct pc_sched sched;
     int gathered;
 };
 
-/* Start the round and run it for at most timeout_ns, as often as it takes: 1 when done,
- * -ETIMEDOUT (run again: sched says which tasks are complete), -EPROTO (a post of the gather,
- * local->sources.failed, or of the reads, reads->failed, or the masters' call: its failed_*),
- * or another -errno (a transport's; a CMA read's: reads->failed); sched.failed names the
- * task. */
-int pc_hier_start(struct pc_hier *h);
-int pc_hier_run(struct pc_hier *h, int64_t timeout_ns);
+/* Begin a round of h: send and recv, the call's buffers at the round's offset (send == recv:
+ * MPI_IN_PLACE, my own block stays) in blocks of block bytes, len bytes of each; round and
+ * board epoch; address, the buffer my post publishes (CMA; 0: none); a master's call's
+ * xepoch and adverts (its counters). 0, or a post's -errno. pc_sched_run on h->sched then
+ * runs it: 1 when done, -ETIMEDOUT (run again: sched says which tasks are complete), -EPROTO
+ * (a post of the gather, local->sources.failed, or of the reads, reads->failed, or the
+ * masters' call: its failed_*), or another -errno (a transport's; a CMA read's:
+ * reads->failed); sched.failed names the task. */
+int pc_hier_start(struct pc_hier *h, const char *send, char *recv, size_t block, size_t offset,
+                  size_t len, uint64_t round, uint64_t epoch, uint64_t address, uint64_t xepoch,
+                  uint64_t adverts);
 
 /* For the round's tasks: whether any of s is pending; arm s to serve those all marks, for
  * target and sig (0: none to check), from source start; a serving loop's rc as a progress

@@ -14,7 +14,6 @@ import numpy as np
 from .. import native, progress, rendezvous
 from ..errors import TransportError
 from ..native import SignatureMismatch
-from ..native.cma import cma_error
 from ..progress import Deadline
 from .registry import Algorithm
 
@@ -128,14 +127,6 @@ class IntraNodeAlgorithm(Algorithm):
         names = self.ranks if names is None else names
         return TransportError(err.errno, f"{self.name}: rank {names[err.peer]}: {err}",
                               ranks=_ranks(names, [err.peer]))
-
-    def read_failed(self, rc, i, remote_offset, length):
-        """The error of a CMA read of ``length`` bytes at ``remote_offset`` in process i's
-        published buffer that failed with ``rc``."""
-        remote = native.post_address(self.board.posts, i) + remote_offset
-        error = cma_error(rc, "read of", int(self.pids[i]), length, remote)
-        error.peer = i
-        return self.named(error)
 
     def wait_all(self, loops, target, what):
         """Wait until every pending flag of ``loops`` is >= target. Raises at the deadline."""

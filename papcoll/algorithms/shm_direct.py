@@ -171,7 +171,7 @@ class ShmDirect(IntraNodeAlgorithm):
         plan = lists.get(banks)
         if plan is None:
             plan = lists[banks] = Lists(self, block, *banks, self.by_cma(block))
-            self.schedule(plan, banks[1])
+            self.schedule(plan, banks[1], self.signature(block))
         return plan
 
     def tasks(self, cma):
@@ -191,17 +191,17 @@ class ShmDirect(IntraNodeAlgorithm):
             tasks.append(("release", (), None))
         return tasks
 
-    def schedule(self, lists, bank):
-        """``lists.s``: the struct pc_hier of their rounds, its tasks my role's, and a
-        master's call among the masters (``lists.masters``)."""
-        c = lists.masters = self.masters_call(lists, bank) if self.master else None
+    def schedule(self, lists, bank, sig):
+        """``lists.s``: the struct pc_hier of their rounds, calls of signature ``sig``, its
+        tasks my role's, and a master's call among the masters (``lists.masters``)."""
+        c = lists.masters = self.masters_call(lists, bank, sig) if self.master else None
         posts, post, done = self.board.posts, lists.post, self.done
         h = lists.s = HierStruct(
             npost=post.dst.size, post_dst=post._dst, post_src=post._src, own=lists.own_at,
             post=posts.address + self.me * posts.stride, local=ctypes.pointer(lists.gather),
             remote=ctypes.pointer(lists.scatter), all_local=address(lists.all_local),
             all_remote=address(lists.all_remote), start=self.start % self.n,
-            scatter_start=self.k % lists.remote.n, node_at=lists.node_at,
+            scatter_start=self.k % lists.remote.n, node_at=lists.node_at, sig=sig,
             masters=None if c is None else ctypes.pointer(c.s),
             done=done.address + len(self.nodes) * done.stride
             if self.master and not self.pap else None,
@@ -219,10 +219,10 @@ class ShmDirect(IntraNodeAlgorithm):
             lists.events = np.zeros(2 * (2 * self.n + len(self.nodes) + 8), np.int64)
             h.sched.events, h.sched.max_events = address(lists.events), lists.events.size // 2
 
-    def masters_call(self, lists, bank):
-        """The engine's call for my rounds in ``bank`` with ``lists``' block size: to master r
-        my aggregate for its node (lists.lengths[r] bytes, header first) into its inbound
-        area; from r its aggregate into mine."""
+    def masters_call(self, lists, bank, sig):
+        """The engine's call of signature ``sig`` for my rounds in ``bank`` with ``lists``'
+        block size: to master r my aggregate for its node (lists.lengths[r] bytes, header
+        first) into its inbound area; from r its aggregate into mine."""
         layout, k, x = self.layout, self.k, self.exchange
         masters = range(len(self.nodes))
         c = Call(x, xport.COPY if self.pap else xport.ORDER, 3 * len(masters),
@@ -234,6 +234,7 @@ class ShmDirect(IntraNodeAlgorithm):
         # Kept for the call's life: the masters' transport is this algorithm's own, and the
         # outbox (in the node segment, which outlives it) is all it ever sends from.
         c.s.lkey = x.transport.source_key(self.outbox)
+        c.s.code = signature.code_of(sig)
         return c
 
     # ---- a call: each round one run of its schedule ------------------------------------------
@@ -250,15 +251,12 @@ class ShmDirect(IntraNodeAlgorithm):
             self.round += 1
             epoch = self.board.next_epoch()
             lists = self.lists_for(block, epoch)
-            h = lists.s
-            h.send, h.recv, h.len = at + offset, to + offset, min(lists.piece, block - offset)
-            h.block, h.offset, h.round, h.epoch, h.sig = block, offset, self.round, epoch, sig
-            h.address = at if cma else 0
-            if self.master:
-                x = self.exchange
+            x = self.exchange
+            if x is not None:
                 x.begin(sig)
-                h.xepoch, h.adverts, h.code = x.epoch, x.adverts, signature.code_of(sig)
-            hier_start(h)
+            hier_start(lists.s, at + offset, to + offset, block, offset,
+                       min(lists.piece, block - offset), self.round, epoch, at if cma else 0,
+                       x.epoch if x else 0, x.adverts if x else 0)
             self.finish(lists)
 
     def finish(self, lists, rc=None):
@@ -299,9 +297,6 @@ class ShmDirect(IntraNodeAlgorithm):
             return None
         rounds = [self.lists_in(block, (e, r)) for e in (0, 1) for r in (0, 1)]
         sig = self.signature(block)
-        for lists in rounds:
-            if lists.masters is not None:
-                lists.masters.s.code = signature.code_of(sig)     # its sig: the plan's
         x = self.exchange                 # a master's: the counters of its calls
         counters = (self.board.epoch, self.rounds,
                     *((x.counter, x.advert_counter) if x else (self.rounds, self.rounds)))
@@ -352,7 +347,7 @@ class ShmDirect(IntraNodeAlgorithm):
                 err = loops.mismatch(peer, h.epoch, h.sig)
                 raise self.mismatch(self.ranks[peer], err.theirs, err.mine)
             if task == "reads":
-                raise self.read_failed(rc, peer, h.own + h.offset, h.len)
+                raise self.named(self.reads.read_error(rc, self.pids, h.own + h.offset, h.len))
         raise ValueError(f"{self.name}: the native call failed ({rc})")
 
     def replay(self, lists):

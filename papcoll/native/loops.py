@@ -184,12 +184,18 @@ class PeerLoops:
         if rc == EPROTO:
             raise self.mismatch(self.failed, target, sig)
         if rc < 0 and rc not in (ETIMEDOUT, -errno.EINVAL, ENOENT):
-            i = self.failed
-            remote = post_address(self.flags, i) + remote_offset
-            error = cma_error(rc, "read of", int(pids[i]), length, remote)
-            error.peer = i                  # for the caller, who knows i's rank
-            raise error
+            raise self.read_error(rc, pids, remote_offset, length)
         return self._served_now(rc)
+
+    def read_error(self, rc, pids, remote_offset, length):
+        """The TransportError of a CMA read (as :meth:`cma_collect`'s) that failed with ``rc``
+        at source ``failed``, named by pid; its ``peer`` is the source, for the caller, who
+        knows its rank."""
+        i = self.failed
+        remote = post_address(self.flags, i) + remote_offset
+        error = cma_error(rc, "read of", int(pids[i]), length, remote)
+        error.peer = i
+        return error
 
     def wait_all(self, target, timeout):
         """Wait until every pending flag is >= target: True, or False after timeout seconds

@@ -45,15 +45,15 @@ class HierStruct(c.Structure):        # struct pc_hier
                 ("releases", c.POINTER(Sources)), ("pids", _p), ("acks", _p),
                 ("ack_stride", _size), ("others", _p), ("masters", c.POINTER(XCallStruct)),
                 ("done", _p), ("flags", _p), ("flag_stride", _size), ("start", _size),
-                ("scatter_start", _size), ("node_at", _size), ("send", _p), ("recv", _p),
-                ("len", _size), ("block", _size), ("offset", _size), ("round", _u64),
-                ("epoch", _u64), ("sig", _u64), ("xepoch", _u64), ("adverts", _u64),
-                ("address", _u64), ("code", c.c_uint32), ("sched", Sched),
-                ("gathered", c.c_int)]
+                ("scatter_start", _size), ("node_at", _size), ("sig", _u64), ("send", _p),
+                ("recv", _p), ("len", _size), ("block", _size), ("offset", _size),
+                ("round", _u64), ("epoch", _u64), ("xepoch", _u64), ("adverts", _u64),
+                ("address", _u64), ("sched", Sched), ("gathered", c.c_int)]
 
 
-for _name, _args in [("pc_hier_start", [c.POINTER(HierStruct)]),
-                     ("pc_hier_run", [c.POINTER(HierStruct), c.c_int64]),
+for _name, _args in [("pc_hier_start", [c.POINTER(HierStruct), _p, _p] + [_size] * 3
+                      + [_u64] * 5),
+                     ("pc_sched_run", [c.POINTER(Sched), c.c_int64]),
                      ("pc_sched_task", [c.POINTER(Sched), c.c_int, c.c_char_p, _p, c.c_uint32,
                                         c.c_int])]:
     getattr(lib, _name).restype, getattr(lib, _name).argtypes = c.c_int, _args
@@ -71,14 +71,15 @@ def schedule(h, tasks):
             raise ValueError(f"schedule: task {i} ({kind}): {os.strerror(-rc)}")
 
 
-def hier_start(h):
-    """pc_hier_start: begin the round ``h`` (a HierStruct its caller filled): 0 or -errno."""
-    return lib.pc_hier_start(c.byref(h))
+def hier_start(h, *round):
+    """pc_hier_start: begin a round of ``h`` (a HierStruct): send, recv, block, offset, len,
+    round, epoch, address, xepoch, adverts. 0 or -errno."""
+    return lib.pc_hier_start(c.byref(h), *round)
 
 
 def hier_run(h, seconds):
-    """pc_hier_run: run the round ``h`` for at most ``seconds``: 1 done, else < 0."""
-    return lib.pc_hier_run(c.byref(h), timeout_ns(seconds))
+    """pc_sched_run on ``h``'s schedule, for at most ``seconds``: 1 done, else < 0."""
+    return lib.pc_sched_run(c.byref(h.sched), timeout_ns(seconds))
 
 
 class VShape(c.Structure):           # struct pc_vshape

@@ -138,11 +138,11 @@ def hier_dies(name, phase):
         pc = papcoll.Communicator(world, trace="phases")
         start, starts = shm_direct.hier_start, []
 
-        def stop(h):           # call 2: before its post (gather), or after it (scatter)
+        def stop(*round):      # call 2: before its post (gather), or after it (scatter)
             starts.append(1)
             if len(starts) == 2 and phase == "gather":
                 freeze()
-            rc = start(h)
+            rc = start(*round)
             if len(starts) == 2:
                 freeze()
             return rc
