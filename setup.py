@@ -1,7 +1,7 @@
-"""Builds the native core (native/) as papcoll._native: plain C loaded with ctypes by the
-papcoll.native package (papcoll/native/lib.py), plus the Python-level entry points of the
-plans (native/papcoll_call.c, native/papcoll_callv.c) and a Communicator's Entry
-(native/papcoll_entry.c).
+"""Builds the native core (native/) as papcoll._native: the C core and the Python module over
+it, whose objects own the core's state (native/papcoll_pyloops.c, papcoll_pytypes.c,
+papcoll_pyxport.c, papcoll_pyflags.c), with Communicator.Alltoall's one entry
+(native/papcoll_call.c, papcoll_callv.c, papcoll_entry.c).
 
 MPI is called through the mpi.h of the MPI in use (native/papcoll_mpi_rma.c), so the core is
 built with that MPI's compiler wrapper flags (``mpicc -show``, which MPICH and Open MPI both

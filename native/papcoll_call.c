@@ -1,9 +1,9 @@
 /* papcoll._native as a Python module: Communicator.Alltoall's one entry into compiled code.
  *
- * Everything else in the native core is plain C called through ctypes. A small alltoall
- * inside a node takes about a microsecond of real work, and Python's steps around it
- * (parsing buffer specs, choosing, checking) took several times that; MPI libraries called
- * from mpi4py pay none of it. So once papcoll has fully checked a call, the algorithm that ran
+ * The core's state lives in the module's objects (papcoll_pyloops.c, papcoll_pytypes.c, the
+ * XPort, Flags). A small alltoall inside a node takes about a microsecond of real work, and
+ * Python's steps around it (parsing buffer specs, choosing, checking) took several times that;
+ * MPI libraries called from mpi4py pay none of it. So once papcoll has fully checked a call, the algorithm that ran
  * it may leave a plan (struct pc_plan) for calls of its shape: alltoall() takes the user's
  * buffers, checks that they still have that shape, and runs the whole call with the GIL
  * released. Anything it does not recognise it declines, untouched, and the caller takes the
@@ -11,7 +11,7 @@
  * bind() reads a checked call's buffers, alltoall() compares; bindv() and alltoall() do the
  * same for Alltoallv.
  */
-#include "papcoll_call.h"
+#include "papcoll_pystruct.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -24,11 +24,6 @@ static PyObject *in_place_marker; /* mpi4py's MPI.IN_PLACE, given once by set_in
 int pc_in_place(PyObject *sendbuf)
 {
     return in_place_marker != NULL && sendbuf == in_place_marker;
-}
-
-struct pc_plan *pc_plan_of(PyObject *arg)
-{
-    return PyLong_AsVoidPtr(arg);
 }
 
 /* The object holding the data of a buffer argument: the argument itself for plain buffers
@@ -251,7 +246,7 @@ static PyObject *entered(PyObject *const *args, Py_ssize_t nargs, enum pc_mode m
 
 /* alltoall(plan, sendbuf, recvbuf) -> 1 done, 0 declined (nothing touched: no plan, not
  * armed, or buffers of another shape), or < 0: the call is left for the algorithm to finish
- * or to raise (the run_* say which values). plan: a struct pc_plan's address, or None. An
+ * or to raise (the run_* say which values). plan: a Plan (papcoll_pytypes.c), or None. An
  * Alltoallv plan's call likewise. */
 static PyObject *alltoall(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -273,7 +268,7 @@ static PyObject *probe(PyObject *module, PyObject *const *args, Py_ssize_t nargs
     return entered(args, nargs, PC_PROBE, "probe(plan, sendbuf, recvbuf)");
 }
 
-/* The call run by plans[*index], the first plan of the tuple (plan addresses, Alltoall's or
+/* The call run by plans[*index], the first plan of the tuple (Plan structs, Alltoall's or
  * Alltoallv's) that has its shape: its rc, as alltoall()'s; 0 with *index -1 when every plan
  * declined, nothing touched; -1 with a Python error. A call site's several shapes
  * (callcache.py) are tried in one entry into C (papcoll_entry.c). */
@@ -340,20 +335,20 @@ static PyObject *bind(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return PyBool_FromLong(kept);
 }
 
-/* resume(plan, timeout_ns) -> the call the plan left, run on for at most timeout_ns with the
+/* resume(plan, timeout) -> the call the plan left, run on for at most timeout seconds with the
  * GIL released: pc_sched_run's rc for a hierarchical plan's, pc_xcall_run's for the engine's
  * (PC_PLAN_ENGINE, PC_PLAN_VAR: its last call, whose end unpacks a staged receive side). */
 static PyObject *resume(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)module;
     if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "resume(plan, timeout_ns)");
+        PyErr_SetString(PyExc_TypeError, "resume(plan, timeout)");
         return NULL;
     }
     struct pc_plan *p = pc_plan_of(args[0]);
-    int64_t timeout_ns = PyLong_AsLongLong(args[1]);
-    if (p == NULL || PyErr_Occurred())
-        return PyErr_Occurred() ? NULL : PyLong_FromLong(-EINVAL);
+    int64_t timeout_ns;
+    if (p == NULL || pc_timeout_arg(args[1], &timeout_ns) < 0)
+        return NULL;
     int engine = p->kind == PC_PLAN_ENGINE || p->kind == PC_PLAN_VAR;
     if (!engine && (p->kind != PC_PLAN_HIER || p->current == NULL)) {
         PyErr_SetString(PyExc_ValueError, "resume: no call of this plan in progress");
@@ -391,7 +386,7 @@ static PyMethodDef methods[] = {
     {"bindv", (PyCFunction)(void (*)(void))pc_bindv, METH_FASTCALL,
      "bindv(plan, sendbuf, recvbuf, sig): arm an Alltoallv plan for calls of this shape."},
     {"resume", (PyCFunction)(void (*)(void))resume, METH_FASTCALL,
-     "resume(plan, timeout_ns): run on the hierarchical call a plan left."},
+     "resume(plan, timeout): run on the hierarchical call a plan left."},
     {"set_in_place", set_in_place, METH_O, "set_in_place(MPI.IN_PLACE)"},
     {NULL, NULL, 0, NULL},
 };
@@ -404,7 +399,7 @@ PyMODINIT_FUNC PyInit__native(void)
 {
     PyObject *m = PyModule_Create(&module);
     if (m != NULL && (pc_add_entry(m) < 0 || pc_add_flags(m) < 0 || pc_add_core(m) < 0 ||
-                      pc_add_xport(m) < 0))
+                      pc_add_xport(m) < 0 || pc_add_structs(m) < 0))
         Py_CLEAR(m);
     return m;
 }

@@ -10,7 +10,7 @@
 
 /* Whether sendbuf is mpi4py's MPI.IN_PLACE. */
 int pc_in_place(PyObject *sendbuf);
-/* The struct pc_plan at a plan's address (a Python int), or NULL. */
+/* The struct pc_plan of a Plan object (papcoll_pytypes.c), or NULL with a TypeError. */
 struct pc_plan *pc_plan_of(PyObject *arg);
 /* A buffer's struct-module format ("B" when it gives none). */
 const char *pc_format_of(const Py_buffer *b);

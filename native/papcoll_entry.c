@@ -8,7 +8,7 @@
  * - the Communicator's lock (acquire, release, with: a threading.Lock's interface), which
  *   every call and request of the Communicator takes;
  * - ``calls``, the count of calls begun, which give-ups quote (rendezvous.py);
- * - ``sites``: call site -> (plan addresses, Plan objects, the names calls are said to be
+ * - ``sites``: call site -> (Plan structs, Plan objects, the names calls are said to be
  *   served by, last use per plan), kept by callcache.py, read here;
  * - ``chosen``, the algorithm that served the last call;
  * - ``stale``: Python sets it whenever a call must take Python's path first -- a request

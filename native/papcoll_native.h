@@ -9,10 +9,11 @@
  *  - Cross Memory Attach (process_vm_readv/writev) copies that move every
  *    byte or report an errno, plus the probe behind the CMA cost model.
  *
- * papcoll/native/lib.py loads the library with ctypes, which releases the GIL for
- * the duration of every call. The same library is also the Python module
- * papcoll._native (native/papcoll_call.c): Communicator.Alltoall's one entry,
- * which runs a cached plan (struct pc_plan, papcoll_plan.h).
+ * Python reaches it through the module papcoll._native, built from the same
+ * files: its objects own the core's structs (papcoll_pyloops.c, papcoll_pytypes.c,
+ * papcoll_pyxport.c, papcoll_pyflags.c) and release the GIL around every wait;
+ * its entry runs a cached plan (struct pc_plan, papcoll_plan.h) once per call
+ * (papcoll_call.c).
  *
  * Conventions: functions that can fail return a negative errno (-EINVAL,
  * -ETIMEDOUT, -EFAULT, ...) rather than -1 and errno, and nothing blocks

@@ -86,6 +86,15 @@ int pc_local_arg(PyObject *obj, int writable, const char *what, Py_buffer *b)
     return -1;
 }
 
+/* keep(obj): a reference to obj that nothing drops, not even the interpreter's shutdown
+ * (transport/base.py's keep says why). */
+static PyObject *keep(PyObject *module, PyObject *obj)
+{
+    (void)module;
+    Py_INCREF(obj);
+    Py_RETURN_NONE;
+}
+
 static PyObject *now_ns(PyObject *module, PyObject *unused)
 {
     (void)module, (void)unused;
@@ -310,6 +319,7 @@ static PyObject *dlpack_dtype(PyObject *module, PyObject *capsule)
 #define FASTCALL(f) (PyCFunction)(void (*)(void))(f), METH_FASTCALL
 
 static PyMethodDef core_methods[] = {
+    {"keep", keep, METH_O, "keep(obj): hold obj until the process ends."},
     {"now_ns", now_ns, METH_NOARGS, "CLOCK_MONOTONIC in ns (the clock of every native deadline)."},
     {"cma_copy", FASTCALL(cma_copy), "cma_copy(pid, local, remote, write) -> bytes or -errno"},
     {"cma_vector", FASTCALL(cma_vector),

@@ -6,7 +6,7 @@
  * exported. Its arguments are decoded here, once, and every wait runs with the GIL released.
  * papcoll/native/flags.py adds what builds numpy results on top (wait_ready_ge's view).
  */
-#include "papcoll_call.h"
+#include "papcoll_pystruct.h"
 
 #include <structmember.h>
 #include <errno.h>
@@ -22,6 +22,8 @@ typedef struct {
     char *base;
     Py_ssize_t stride, size;
 } Flags;
+
+static PyTypeObject flags_type;
 
 /* A uint64 of native order, as the buffer protocol spells it (numpy says "L" on LP64). */
 static int is_u64(const Py_buffer *b)
@@ -88,6 +90,23 @@ static int ready(const Flags *self)
     if (self->view.obj != NULL)
         return 1;
     PyErr_SetString(PyExc_RuntimeError, "Flags were not initialised");
+    return 0;
+}
+
+int pc_flags_of(PyObject *obj, const char *what, volatile uint64_t **base, size_t *stride,
+                size_t *size)
+{
+    if (!PyObject_TypeCheck(obj, &flags_type)) {
+        if (what != NULL)
+            PyErr_Format(PyExc_TypeError, "%s must be a papcoll.native.Flags, not %s", what,
+                         Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    Flags *f = (Flags *)obj;
+    if (!ready(f))
+        return -1;
+    *base = (volatile uint64_t *)f->base;
+    *stride = (size_t)f->stride, *size = (size_t)f->size;
     return 0;
 }
 

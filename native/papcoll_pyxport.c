@@ -8,6 +8,7 @@
  * then the live registrations, then the QPs, CQs, PD and device. Collection makes no MPI
  * call: a transport never closed leaves its requests in flight to MPI (pc_mpi_forget). */
 #include "papcoll_pyxport.h"
+#include "papcoll_pystruct.h"
 
 #include <structmember.h>
 #include <errno.h>
@@ -39,6 +40,16 @@ Py_buffer *pc_xport_hold(XPort *self, PyObject *obj, int writable, const char *w
     }
     Py_DECREF(view);
     return PyMemoryView_GET_BUFFER(view);
+}
+
+static PyTypeObject xport_type;
+
+struct pc_xport *pc_xport_of(PyObject *obj, const char *what)
+{
+    if (PyObject_TypeCheck(obj, &xport_type))
+        return &((XPort *)obj)->x;
+    PyErr_Format(PyExc_TypeError, "%s must be an XPort, not %s", what, Py_TYPE(obj)->tp_name);
+    return NULL;
 }
 
 static int xport_init(XPort *self, PyObject *args, PyObject *kwds)

@@ -133,7 +133,7 @@ class CallCache:
     def _publish(self, site, plans, used):
         self.count += len(plans) - len(self.entry.sites.get(site, ((), ()))[1])
         if plans:
-            self.entry.sites[site] = (tuple(plan.address for plan in plans), plans,
+            self.entry.sites[site] = (tuple(plan.s for plan in plans), plans,
                                       tuple(plan.chosen for plan in plans), used)
         else:
             self.entry.sites.pop(site, None)

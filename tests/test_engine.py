@@ -30,7 +30,7 @@ class LoopTransport:
     def __init__(self, rank, ranks):
         n, mine = len(ranks), ranks[rank]
         self.rank, self.size, self.inbox = rank, n, mine["inbox"]
-        self.advert_area = address(mine["adverts"])
+        self.advert_area = mine["adverts"]
         self.native = xport.XPort(xport.PC_LOOP, n, rank, mine["boards"])
         self.native.set_inbox_bytes([ranks[q]["inbox"].nbytes for q in range(n)])
         for q, theirs in enumerate(ranks):
@@ -71,16 +71,16 @@ def begin(x, scheme, block, call=1, code=7):
         x.adverts += 1
     x.start(c, block)
     if scheme != xport.COPY:
-        xport.advert(c.s, address(recv), recv.nbytes, 0)
-    c.s.src, c.s.lkey = address(send), 0
-    c.s.out = address(recv) if scheme == xport.COPY else None
+        c.s.advert(0, recv.ctypes.data, recv.nbytes, 0)
+    c.s.src, c.s.lkey = send, 0
+    c.s.out = recv if scheme == xport.COPY else None
     c.keep = send
     return c, recv
 
 
 def step(c):
     """One pass of the engine over call ``c``: it never waits (timeout 0)."""
-    return xport.run(c.s, 0)
+    return c.s.run(0)
 
 
 def received_right(recv, me, n, block, call=1):
@@ -95,9 +95,9 @@ def test_a_call_goes_through_its_states_in_the_order_peers_arrive(scheme):
     calls = [begin(x, scheme, block) for x in xs]
     (c0, r0), (c1, r1), (c2, r2) = calls
     assert step(c0) == ETIMEDOUT                     # alone: nothing can land
-    assert [xport.arrived(c0.s, q) for q in (1, 2)] == [0, 0]
+    assert [c0.s.arrived(q) for q in (1, 2)] == [0, 0]
     assert step(c2) == ETIMEDOUT                     # 2 arrives; 1 is still missing
-    assert [xport.arrived(c0.s, q) for q in (1, 2)] == [0, 1]
+    assert [c0.s.arrived(q) for q in (1, 2)] == [0, 1]
     assert step(c0) == ETIMEDOUT and not received_right(r0, 0, n, block)
     if scheme == xport.COPY:                         # 2's block is in; 1's is not
         assert (r0[2 * block:] == data(2, 0, block)).all() and not r0[block:2 * block].any()
@@ -159,7 +159,7 @@ def test_a_closed_transport_refuses_every_call_through_it():
     native = xs[0].transport.native
     assert native.close() and native.close()
     assert native.kind == 0 and native.closed
-    assert step(c0) == -errno.EBADF and xport.arrived(c0.s, 1) == -errno.EBADF
+    assert step(c0) == -errno.EBADF and c0.s.arrived(1) == -errno.EBADF
     assert native.poll() == -errno.EBADF and native.flush() == -errno.EBADF
     assert native.put(1, xport.TO_INBOX, 0, 0, r0[:1], 0) == -errno.EBADF
     assert step(c1) == DONE                          # its peer's call is whole: 0 had written

@@ -1,7 +1,6 @@
 """The native intra-node loops (papcoll.native.PeerLoops, SegmentLoops): serving in arrival
 order, resuming after a timeout, the plans that run whole calls over them (papcoll.native.Plan:
 binding and running), CMA reads with acknowledgements -- between forked processes."""
-import ctypes
 import errno
 import mmap
 import os
@@ -38,7 +37,7 @@ def segment_loops(n, me, slot=8, region_stride=None, batch=None):
     """SegmentLoops over n flags and n regions of two banks of n slots, in shared memory."""
     stride = region_stride or 2 * n * slot
     regions = shared(n * stride)
-    return native.SegmentLoops(flags_of(n), me, regions, stride, slot, ctypes.c_uint64(0),
+    return native.SegmentLoops(flags_of(n), me, regions, stride, slot, native.counter(),
                                batch), regions
 
 
@@ -141,7 +140,7 @@ def test_a_plan_runs_whole_calls_in_pieces_between_processes():
     results = shared(n * block)
 
     def process(me):
-        loops = native.SegmentLoops(flags, me, regions, 2 * n * slot, slot, ctypes.c_uint64(0))
+        loops = native.SegmentLoops(flags, me, regions, 2 * n * slot, slot, native.counter())
         plan = native.Plan.segment(None, loops, (me + 1) % n, 5.0, native.SLICE)
         recv = np.zeros(n * block, np.uint8)
         assert bind(plan, u8(n * block), recv, sig=0x0700 + block)
@@ -152,7 +151,7 @@ def test_a_plan_runs_whole_calls_in_pieces_between_processes():
             want = np.array([[50 * call + 10 * src + me] * block for src in range(n)], np.uint8)
             assert (recv == want.ravel()).all(), (me, call, recv)
             assert plan.run(send[:-1], recv[:-1]) == 0          # another shape: declined
-        assert loops.epoch.value == 9                            # 3 calls x 3 pieces
+        assert int(loops.epoch[0]) == 9                            # 3 calls x 3 pieces
         return recv
 
     pid = forked(lambda: results.__setitem__(slice(None), process(1)))
@@ -185,7 +184,7 @@ def test_argument_errors():
     with pytest.raises(ValueError, match="writable"):
         loops.exchange(buf, ro, 4, 4, 1, 0, 0, 0)
     with pytest.raises(ValueError, match="regions"):
-        native.SegmentLoops(flags_of(2), 0, regions[:60], 32, 4, ctypes.c_uint64(0))
+        native.SegmentLoops(flags_of(2), 0, regions[:60], 32, 4, native.counter())
     with pytest.raises(ValueError):
         native.PeerLoops(loops.flags, batch=3)
     with pytest.raises(TypeError):
@@ -272,7 +271,7 @@ def test_a_plan_reports_a_signature_that_differs():
     assert bind(plan, u8(16), u8(16), sig=0x0308)
     native.post(loops.flags, 1, 1, 0x0310)
     assert plan.run(np.ones(16, np.uint8), np.zeros(16, np.uint8)) == native.EPROTO
-    err = loops.mismatch(loops.failed, loops.epoch.value, plan.s.sig)
+    err = loops.mismatch(loops.failed, int(loops.epoch[0]), plan.s.sig)
     assert (err.peer, err.theirs, err.mine) == (1, 0x0310, 0x0308)
 
 

@@ -8,7 +8,6 @@ from mpi4py import MPI
 
 from .. import progress
 from ..native import xport
-from ..native.lib import address
 
 
 class Persistent:
@@ -105,9 +104,9 @@ _BYTES = ("via_inbox", "advertise")     # the per-peer fields of one byte (the r
 
 
 class Call:
-    """The engine's struct pc_xcall (``s``) for one call shape of an Exchange, and the arrays
-    it points to: ``arrays`` by field name (uint64, n each), room for ``events`` trace
-    events."""
+    """The engine's call (``s``, an XCall, which holds the arrays it points to) for one call
+    shape of an Exchange: ``arrays`` by field name (uint64, n each; also kept here, by name),
+    room for ``events`` trace events."""
 
     def __init__(self, x, scheme, events, records=1, **arrays):
         n, t = x.size, x.transport
@@ -116,15 +115,12 @@ class Call:
         self.events = np.zeros(2 * events, np.int64)
         fields = {}
         for name, values in arrays.items():
-            if values is None:
-                continue
-            array = np.ascontiguousarray(values, np.uint8 if name in _BYTES else np.uint64)
-            setattr(self, name, array)
-            fields[name] = address(array)
-        self.xport = t.native           # the struct self.s points to lives in it
-        self.s = xport.XCallStruct(
-            x=t.native.address, scheme=scheme, inbox=address(t.inbox) if t.inbox.size else None,
-            record=address(self.record), record_lkey=0, advert_area=t.advert_area,
-            unsent=address(self.unsent), waiting=address(self.waiting),
-            events=address(self.events) if x.trace.events else None, max_events=events,
-            **fields)
+            if values is not None:
+                fields[name] = np.ascontiguousarray(values, np.uint8 if name in _BYTES
+                                                    else np.uint64)
+                setattr(self, name, fields[name])
+        self.s = xport.XCall(
+            x=t.native, scheme=scheme, inbox=t.inbox if t.inbox.size else None,
+            record=self.record, advert_area=t.advert_area, unsent=self.unsent,
+            waiting=self.waiting, events=self.events if x.trace.events else None,
+            max_events=events, **fields)

@@ -53,7 +53,6 @@ the buffer it was meant for. A copy-based process that finds a disagreement stil
 every peer it has not written to (its block fits its slot at every peer) before it reports,
 so that they see it too.
 """
-import ctypes
 import weakref
 from collections import OrderedDict
 
@@ -64,7 +63,7 @@ from ..callcache import CAPACITY
 from ..buffers import Message
 from ..errors import MismatchError
 from ..native import EMSGSIZE, EPROTO, ETIMEDOUT, Plan, xport
-from ..native.lib import address
+from ..native.lib import counted, counter
 from ..progress import CHECK_EVERY, Deadline
 from ..transport import open_transport
 from .calls import DONE, Call, Flight
@@ -78,12 +77,6 @@ def _nobody():
     """What a dead weak reference returns: no request's advert records are held."""
 
 
-def _counter(name):
-    """A property over the ctypes counter ``name`` of the instance."""
-    return property(lambda self: getattr(self, name).value,
-                    lambda self, value: setattr(getattr(self, name), "value", value))
-
-
 class Exchange:
     """PAP Direct among the processes of ``transport`` (ranks ``ranks[i]`` in the user's
     communicator), for ``algo`` (its signatures, its errors, its Communicator's trace).
@@ -94,14 +87,14 @@ class Exchange:
         self.traced = [[r] for r in self.ranks] if traced is None else traced
         self.rank, self.size = transport.rank, transport.size
         self.trace = algo.ctx.trace
-        self.counter = ctypes.c_uint64(0)       # epoch and adverts: the plans (C) read
-        self.advert_counter = ctypes.c_uint64(0)  # them too
+        self.counter = counter()        # epoch and adverts: the plans (C) read
+        self.advert_counter = counter()   # them too
         self.calls = OrderedDict()   # prepared calls by shape and bank: see prepared()
         self.records = _nobody  # (a weak reference to) the Persistent whose advert records
                                 # my peers hold
 
-    epoch = _counter("counter")
-    adverts = _counter("advert_counter")
+    epoch = counted("counter")
+    adverts = counted("advert_counter")
 
     def begin(self, sig):
         """A call of signature ``sig`` begins: its deadline and sequence number."""
@@ -113,10 +106,10 @@ class Exchange:
         return self.algo.mismatch(self.ranks[peer], theirs, self.sig)
 
     def start(self, c, block=-1):
-        """Make ``c`` (a prepared call) this call (xport.start: sequence numbers, signature,
+        """Make ``c`` (a prepared call) this call (its start: sequence numbers, signature,
         every peer to be sent to and heard from, and with ``block`` >= 0 the notice expected
         from each)."""
-        xport.start(c.s, self.epoch, self.adverts, self.sig, signature.code_of(self.sig), block)
+        c.s.start(self.epoch, self.adverts, self.sig, signature.code_of(self.sig), block)
 
     def launch(self, scheme, block, send, recv, slot=0, persistent=None):
         """Start one call of Direct among these processes, of ``block`` bytes per peer, from
@@ -129,8 +122,8 @@ class Exchange:
         self.start(c, block)
         if scheme != xport.COPY:
             self.advertise(c, self.transport.expose(recv.data), persistent)
-        c.s.src, c.s.lkey = address(send.data), self.transport.source_key(send.data)
-        c.s.out = address(recv.data) if scheme == xport.COPY else None
+        c.s.src, c.s.lkey = send.data, self.transport.source_key(send.data)
+        c.s.out = recv.data if scheme == xport.COPY else None
         return Flight(self, c, "waiting for data" if scheme == xport.COPY else "waiting for peers",
                       (send.data, recv.data), exposed=None if scheme == xport.COPY else recv.data)
 
@@ -144,7 +137,7 @@ class Exchange:
         c.s.notice_only = persistent is not None and self.records() is persistent \
             and persistent.where == where
         if not c.s.notice_only:
-            xport.advert(c.s, *where)
+            c.s.advert(0, *where)
         self.records = _nobody if persistent is None else weakref.ref(persistent)
         if persistent is not None:
             persistent.where = where
@@ -165,10 +158,10 @@ class Exchange:
         if exposed:
             where = self.transport.expose(recv.data)
             for peer in np.flatnonzero(c.advertise).tolist():
-                xport.advert(c.s, where.address + int(recv.offset[peer]),
-                             int(recv.length[peer]), where.rkey, peer)
-        c.s.src, c.s.lkey = address(send.data), self.transport.source_key(send.data)
-        c.s.out = address(recv.data)
+                c.s.advert(peer, where.address + int(recv.offset[peer]),
+                           int(recv.length[peer]), where.rkey)
+        c.s.src, c.s.lkey = send.data, self.transport.source_key(send.data)
+        c.s.out = recv.data
         return Flight(self, c, "waiting for data", (send.data, recv.data),
                       exposed=recv.data if exposed else None,
                       landed=None if recv.moves is None else recv.unpack_one)
@@ -274,7 +267,7 @@ class Exchange:
         todo = set(np.flatnonzero(c.waiting).tolist()) if landed else ()
         limit = CHECK_EVERY if landed is None else 1e-4
         run = plan.resume if plan is not None else \
-            (lambda seconds: xport.run(c.s, int(seconds * 1e9)))
+            c.s.run
 
         def step(seconds):
             rc = run(min(seconds, limit))
@@ -322,7 +315,7 @@ class Exchange:
         """Whether ``peer``'s arrival signal for the call ``c`` is here (its data, or in a
         zero-copy call its advertisement), as of a poll now: what a wait's check reads once a
         message from peer is there, which peer sent after that signal was visible."""
-        rc = xport.arrived(c.s, peer)
+        rc = c.s.arrived(peer)
         if rc < 0:
             self.transport.failed(rc, "polling")
         return rc == 1

@@ -54,15 +54,14 @@ pages a call touches take memory. They are one POSIX segment per node and algori
 (node/segment.py: bounded set-up, nothing left in /dev/shm); the done flags live in the
 master's control page.
 """
-import ctypes
 
 import numpy as np
 from mpi4py import MPI
 
 from .. import native, progress, rendezvous, signature
 from ..native import xport
-from ..native.lib import address
-from ..native.plan import POSTED, HierStruct, hier_run, hier_start, schedule
+from ..native.lib import counted, counter
+from ..native.plan import POSTED, Hier, schedule
 from ..node.segment import LINE, Segment
 from ..progress import Deadline
 from ..transport import open_transport
@@ -130,10 +129,9 @@ class ShmDirect(IntraNodeAlgorithm):
             self.close(collective=False)
             raise
         self.copy_lists = {}
-        self.rounds = ctypes.c_uint64(0)     # the round counter, the plans' too
+        self.rounds = counter()     # the round counter, the plans' too
 
-    round = property(lambda self: self.rounds.value,
-                     lambda self, value: setattr(self.rounds, "value", value))
+    round = counted("rounds")
 
     def close(self, collective=True):
         if self.exchange is not None:
@@ -192,32 +190,30 @@ class ShmDirect(IntraNodeAlgorithm):
         return tasks
 
     def schedule(self, lists, bank, sig):
-        """``lists.s``: the struct pc_hier of their rounds, calls of signature ``sig``, its
+        """``lists.s``: the struct pc_hier (a Hier) of their rounds, calls of signature ``sig``, its
         tasks my role's, and a master's call among the masters (``lists.masters``)."""
         c = lists.masters = self.masters_call(lists, bank, sig) if self.master else None
         posts, post, done = self.board.posts, lists.post, self.done
-        h = lists.s = HierStruct(
-            npost=post.dst.size, post_dst=post._dst, post_src=post._src, own=lists.own_at,
-            post=posts.address + self.me * posts.stride, local=ctypes.pointer(lists.gather),
-            remote=ctypes.pointer(lists.scatter), all_local=address(lists.all_local),
-            all_remote=address(lists.all_remote), start=self.start % self.n,
+        h = lists.s = Hier(
+            npost=post.dst.size, post_dst=post.dst, post_src=post.src, own=lists.own_at,
+            post=(posts, self.me * posts.stride), local=lists.gather, remote=lists.scatter,
+            all_local=lists.all_local, all_remote=lists.all_remote, start=self.start % self.n,
             scatter_start=self.k % lists.remote.n, node_at=lists.node_at, sig=sig,
-            masters=None if c is None else ctypes.pointer(c.s),
-            done=done.address + len(self.nodes) * done.stride
-            if self.master and not self.pap else None,
-            flags=done.address if self.master and self.pap else None, flag_stride=done.stride)
+            masters=None if c is None else c.s,
+            done=(done, len(self.nodes) * done.stride) if self.master and not self.pap
+            else None,
+            flags=done if self.master and self.pap else None, flag_stride=done.stride)
         if lists.cma:
             acks = self.board.my_acks
-            h.reads, h.releases = (ctypes.pointer(self.reads.sources),
-                                   ctypes.pointer(self.releases.sources))
-            h.pids, h.acks, h.ack_stride = address(self.pids), acks.address, acks.stride
-            h.others = address(self.others)
+            h.reads, h.releases = self.reads.sources, self.releases.sources
+            h.pids, h.acks, h.ack_stride = self.pids, acks, acks.stride
+            h.others = self.others
         tasks = self.tasks(lists.cma)
         lists.tasks = [task for task, _, _ in tasks]
         schedule(h, tasks)
         if self.tracing:
             lists.events = np.zeros(2 * (2 * self.n + len(self.nodes) + 8), np.int64)
-            h.sched.events, h.sched.max_events = address(lists.events), lists.events.size // 2
+            h.sched.events, h.sched.max_events = lists.events, lists.events.size // 2
 
     def masters_call(self, lists, bank, sig):
         """The engine's call of signature ``sig`` for my rounds in ``bank`` with ``lists``'
@@ -230,7 +226,7 @@ class ShmDirect(IntraNodeAlgorithm):
                  len=lists.lengths,
                  dst_off=[bank * layout.bank(r) + layout.at(r, k) for r in masters],
                  in_off=[bank * layout.bank(k) + layout.at(k, r) for r in masters])
-        c.s.src = native.buffer_address(self.outbox)
+        c.s.src = self.outbox
         # Kept for the call's life: the masters' transport is this algorithm's own, and the
         # outbox (in the node segment, which outlives it) is all it ever sends from.
         c.s.lkey = x.transport.source_key(self.outbox)
@@ -246,7 +242,6 @@ class ShmDirect(IntraNodeAlgorithm):
         source = recv.data if send is None else send.data
         if cma and send is None:       # published to my node: not where its blocks land
             source = self.private_copy(source)
-        at, to = native.buffer_address(source), native.buffer_address(recv.data)
         for offset in range(0, max(block, 1), self.piece_max[cma]):
             self.round += 1
             epoch = self.board.next_epoch()
@@ -254,9 +249,8 @@ class ShmDirect(IntraNodeAlgorithm):
             x = self.exchange
             if x is not None:
                 x.begin(sig)
-            hier_start(lists.s, at + offset, to + offset, block, offset,
-                       min(lists.piece, block - offset), self.round, epoch, at if cma else 0,
-                       x.epoch if x else 0, x.adverts if x else 0)
+            lists.s.begin(source, recv.data, block, offset, min(lists.piece, block - offset),
+                          self.round, epoch, cma, x.epoch if x else 0, x.adverts if x else 0)
             self.finish(lists)
 
     def finish(self, lists, rc=None):
@@ -266,7 +260,7 @@ class ShmDirect(IntraNodeAlgorithm):
         h = lists.s
 
         def step(seconds):
-            rc = hier_run(h, seconds)
+            rc = h.run(seconds)
             if rc not in (1, native.ETIMEDOUT):
                 self.round_error(lists, rc)
             return rc == 1
@@ -306,7 +300,7 @@ class ShmDirect(IntraNodeAlgorithm):
     def plan_failed(self, plan, rc):
         """Go on with the round the plan left, or raise its error."""
         self.start_call()
-        self.finish(plan.rounds[self.board.epoch.value % 2 * 2 + self.round % 2], rc)
+        self.finish(plan.rounds[int(self.board.epoch[0]) % 2 * 2 + self.round % 2], rc)
 
     # ---- where a round waits, and its errors -------------------------------------------------
 

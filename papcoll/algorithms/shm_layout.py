@@ -61,10 +61,11 @@ class Layout:
 def step_of(loops):
     """A struct pc_step over ``loops`` (ListLoops): its sources' lists served as their flags
     rise, every arrived source in each pass -- a step of the round's schedule
-    (papcoll_hier.c). Its sources are a copy of the loops' (the same pending and served
-    arrays): target, signature and start are the step's own."""
-    step = Step(sources=loops.sources, list=loops.lists.copies())
-    step.sources.max_served = loops.n
+    (papcoll_hier.c). Its sources are over the loops' flags, pending and served arrays:
+    target, signature and start are the step's own."""
+    step = Step()
+    loops.over(step.sources)
+    loops.lists.over(step.list)
     return step
 
 

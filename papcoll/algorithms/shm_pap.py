@@ -62,7 +62,7 @@ class ShmPap(IntraNodeAlgorithm):
     def plan_failed(self, plan, rc):
         loops = self.loops
         if rc == native.EPROTO:
-            err = loops.mismatch(loops.failed, loops.epoch.value, plan.s.sig)
+            err = loops.mismatch(loops.failed, int(loops.epoch[0]), plan.s.sig)
             raise self.mismatch(self.ranks[err.peer], err.theirs, err.mine)
         raise self.timeout("waiting for peers' posts", self.board.user_ranks(loops.missing()))
 

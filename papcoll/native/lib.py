@@ -1,9 +1,6 @@
-"""The native core's library (native/, built as papcoll._native): the part still reached with
-ctypes, and the argument checks those bindings share. Nothing here knows what the functions
-are for."""
-import ctypes
+"""The native core's library (native/, built as papcoll._native) and the argument checks
+Python's side of it shares. Nothing here knows what the functions are for."""
 import errno
-import math
 import operator
 import os
 
@@ -26,22 +23,6 @@ except ImportError as e:
     raise ImportError("papcoll._native is not built; run ./scripts/setup") from e
 
 
-def _load():
-    # The module's own functions and types bind most of the core; these are left to ctypes
-    # until their structs move into the module (issue 29).
-    lib = ctypes.CDLL(_native.__file__)
-    c = ctypes
-    ptr, i64, size = c.c_void_p, c.c_int64, c.c_size_t
-    for name, restype, argtypes in [
-        ("pc_cma_collect", c.c_int, [ptr, ptr, size, ptr, size, size, ptr, size, i64]),
-        ("pc_wait_all_ge", c.c_int, [ptr, i64]),
-        ("pc_exchange_blocks", c.c_int, [ptr, ptr, ptr, size, size, i64]),
-    ]:
-        fn = getattr(lib, name)
-        fn.restype, fn.argtypes = restype, argtypes
-    return lib
-
-
 def _same_mpi():
     """The core calls MPI through the mpi.h it was built with (setup.py): refuse to run over
     another MPI than mpi4py's, whose handles would mean nothing to it."""
@@ -52,7 +33,6 @@ def _same_mpi():
                           f"the one mpi4py loaded ({theirs}): rerun ./scripts/setup")
 
 
-lib = _load()
 _same_mpi()
 now_ns = _native.now_ns
 
@@ -78,16 +58,8 @@ def start_index(start, n):
     return s
 
 
-def timeout_ns(timeout):
-    t = float(timeout)
-    if not (math.isfinite(t) and t >= 0):
-        raise ValueError(f"timeout must be finite seconds >= 0 (every wait is bounded), "
-                         f"not {timeout!r}")
-    return int(t * 1e9)
-
-
 def bytes_view(buf, writable, what):
-    """A contiguous buffer as (array, address, nbytes), the array keeping it alive."""
+    """A contiguous buffer as a numpy array (checked: C-contiguous, writable if asked)."""
     if not isinstance(buf, np.ndarray):
         try:
             buf = np.frombuffer(buf, dtype=np.uint8)
@@ -98,7 +70,7 @@ def bytes_view(buf, writable, what):
         raise ValueError(f"{what} must be C-contiguous (got strides {buf.strides})")
     if writable and not buf.flags.writeable:
         raise ValueError(f"{what} is read-only")
-    return buf, address(buf), buf.nbytes
+    return buf
 
 
 def uint_vector(values, what):
@@ -112,3 +84,15 @@ def uint_vector(values, what):
     if a.dtype.kind == "i" and a.size and a.min() < 0:
         raise ValueError(f"{what}[{int(np.argmax(a < 0))}] is negative")
     return np.ascontiguousarray(a, dtype=np.uintp)
+
+
+def counter():
+    """A 64-bit counter that C reads and advances too (a plan's epochs): one uint64, which the
+    plans' structs hold."""
+    return np.zeros(1, np.uint64)
+
+
+def counted(name):
+    """A property over the :func:`counter` ``name`` of the instance, as an int."""
+    return property(lambda self: int(getattr(self, name)[0]),
+                    lambda self, value: getattr(self, name).__setitem__(0, value))

@@ -1,17 +1,16 @@
 """The intra-node PAP loops (native/papcoll_native.h): a whole exchange step in one C call,
 serving every peer as its post shows up.
 
-:class:`PeerLoops` holds the loops' state, their polled sources (:class:`Sources`, struct
-pc_sources: which peers are pending, the order served, where the next scan starts);
-:class:`SegmentLoops` adds the exchange through a node segment, over which a plan
+:class:`PeerLoops` holds the loops' state, their polled sources (struct pc_sources, a
+papcoll._native.Sources: which peers are pending, the order served, where the next scan
+starts); :class:`SegmentLoops` adds the exchange through a node segment, over which a plan
 (plan.py) runs whole calls; :class:`ListLoops` pairs sources with copy lists
-(:class:`Copies`), which a hierarchical round's tasks serve.
+(:class:`CopyList`), which a hierarchical round's tasks serve.
 
 Every post carries the signature of its call (``PC_POST_SIG``: two banks after the flag); a
 loop that finds a peer's signature different from its own raises :class:`SignatureMismatch`
 before it reads a byte of that peer's data.
 """
-import ctypes
 import errno
 import operator
 import os
@@ -19,23 +18,10 @@ import os
 import numpy as np
 from mpi4py import MPI
 
+from .. import _native
 from .cma import cma_error
 from .flags import Flags
-from .lib import (ENOENT, EPROTO, ETIMEDOUT, address, bytes_view, check_index,
-                  lib, start_index, timeout_ns)
-
-_p, _size, _u64 = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint64
-
-
-class Sources(ctypes.Structure):      # struct pc_sources
-    _fields_ = [("flags", _p), ("stride", _size), ("pending", _p), ("n", _size),
-                ("target", _u64), ("sig", _u64), ("start", _size), ("served", _p),
-                ("max_served", _size), ("failed", _size)]
-
-
-class Copies(ctypes.Structure):       # struct pc_copies
-    _fields_ = [("first", _p), ("dst_off", _p), ("src_off", _p), ("dst", _p), ("src", _p),
-                ("len", _size)]
+from .lib import ENOENT, EPROTO, ETIMEDOUT, bytes_view, check_index, start_index
 
 
 class SignatureMismatch(Exception):
@@ -69,14 +55,13 @@ def buffer_address(array):
     return MPI.buffer(array).address
 
 
-def _blocks_at(buf, stride, length, count, what):
-    """The address of buf, after checking that its blocks i < count, at i * stride of length
-    bytes each, all lie inside it."""
-    where, nbytes = buffer_address(buf), buf.nbytes
+def _check_blocks(buf, stride, length, count, what):
+    """Check that the blocks i < count of buf, at i * stride of length bytes each, all lie
+    inside it (the C loops refuse them too, without saying which)."""
+    nbytes = buf.nbytes
     if count and (length < 0 or stride < 0 or (count - 1) * stride + length > nbytes):
         raise ValueError(f"{what}: {count} blocks of {length} bytes, stride {stride}, do not "
                          f"fit in its {nbytes} bytes")
-    return where
 
 
 class PeerLoops:
@@ -84,13 +69,14 @@ class PeerLoops:
     pc_wait_all_ge), validated once.
 
     ``flags`` (a :class:`Flags` of n) are the words 0 of the processes' posts. The loops keep
-    their state in ``sources`` (a :class:`Sources` over ``pending``, uint8, 1 = peer still to
-    serve, and ``served``, the order served), which :meth:`expect` resets; a timed-out call
+    their state in ``sources`` (a struct pc_sources, papcoll._native.Sources, over
+    ``pending``, uint8, 1 = peer still to serve, and ``served``, the order served; given, an
+    exchange's own), which :meth:`expect` resets; a timed-out call
     leaves ``pending`` marking the missing peers, and ``start`` one past the peer served last.
     With ``batch=1`` every call serves one peer, so the caller can see each arrival in turn.
     """
 
-    def __init__(self, flags, batch=None):
+    def __init__(self, flags, batch=None, sources=None):
         if not isinstance(flags, Flags):
             raise TypeError(f"flags must be a papcoll.native.Flags, not {type(flags).__name__}")
         self.flags, self.n = flags, flags.size
@@ -99,13 +85,16 @@ class PeerLoops:
         self.batch = operator.index(batch or self.n)
         if not 1 <= self.batch <= max(self.n, 1):
             raise ValueError(f"batch must be 1..{self.n}, not {self.batch}")
-        self._pending, self._served = address(self.pending), address(self.served)
-        self._sourced(Sources(flags=flags.address, stride=flags.stride, pending=self._pending,
-                              n=self.n, served=self._served, max_served=self.batch))
-        self._mask = self._pids = self._pids_addr = None
+        self.sources = self.over(_native.Sources() if sources is None else sources)
+        self.sources.max_served = self.batch
+        self._mask = None
 
-    def _sourced(self, sources):
-        self.sources, self._sources = sources, ctypes.addressof(sources)
+    def over(self, s):
+        """``s`` (a Sources) over these loops' flags, pending and served arrays."""
+        s.flags, s.stride, s.pending, s.n, s.served = (self.flags, self.flags.stride,
+                                                       self.pending, self.n, self.served)
+        s.max_served = self.n
+        return s
 
     def _aim(self, target, sig, start):
         """The next call's target and signature, its scan from ``start``."""
@@ -170,17 +159,15 @@ class PeerLoops:
         TransportError naming the pid (its ``peer`` is i), a different signature
         SignatureMismatch."""
         n = self.n
-        if self._pids is None or pids is not self._pids[0] or acks is not self._pids[1]:
-            if not (isinstance(pids, np.ndarray) and pids.dtype == np.int32 and pids.size == n
-                    and pids.flags.c_contiguous):
-                raise TypeError(f"pids must be a contiguous int32 array of {n}")
-            if not (isinstance(acks, Flags) and acks.size == n and acks.writable):
-                raise TypeError(f"acks must be a writable Flags of {n}")
-            self._pids, self._pids_addr = (pids, acks), address(pids)
+        if not (isinstance(pids, np.ndarray) and pids.dtype == np.int32 and pids.size == n
+                and pids.flags.c_contiguous):
+            raise TypeError(f"pids must be a contiguous int32 array of {n}")
+        if not (isinstance(acks, Flags) and acks.size == n and acks.writable):
+            raise TypeError(f"acks must be a writable Flags of {n}")
+        _check_blocks(dst, dst_stride, length, n, "dst")
         self._aim(target, sig, start)
-        rc = lib.pc_cma_collect(self._sources, self._pids_addr, remote_offset,
-                                _blocks_at(dst, dst_stride, length, n, "dst"), dst_stride,
-                                length, acks.address, acks.stride, timeout_ns(timeout))
+        rc = self.sources.cma_collect(pids, remote_offset, dst, dst_stride, length, acks,
+                                      timeout)
         if rc == EPROTO:
             raise self.mismatch(self.failed, target, sig)
         if rc < 0 and rc not in (ETIMEDOUT, -errno.EINVAL, ENOENT):
@@ -201,15 +188,10 @@ class PeerLoops:
         """Wait until every pending flag is >= target: True, or False after timeout seconds
         (``missing()`` then names the peers still short)."""
         self.sources.target = target
-        rc = lib.pc_wait_all_ge(self._sources, timeout_ns(timeout))
+        rc = self.sources.wait_all_ge(timeout)
         if rc == -errno.EINVAL:
             raise ValueError("native wait rejected its arguments")
         return rc == 0
-
-
-class _Exchange(ctypes.Structure):     # struct pc_exchange
-    _fields_ = [("s", Sources), ("me", _size), ("post", _p), ("mine", _p), ("regions", _p),
-                ("region_stride", _size), ("slot", _size)]
 
 
 class SegmentLoops(PeerLoops):
@@ -217,26 +199,28 @@ class SegmentLoops(PeerLoops):
     (``pc_exchange_blocks``): ``flags`` (a writable Flags of n) are the processes' posts,
     ``regions`` (a writable contiguous array) holds their data regions ``region_stride`` bytes
     apart, each two banks of n slots of ``slot`` bytes. Epochs come from ``epoch`` (a
-    ctypes.c_uint64 counter that every user of these posts shares, its plans too)."""
+    lib.counter that every user of these posts shares, its plans too). ``x``: the exchange
+    (struct pc_exchange), whose sources are the loops'."""
 
     def __init__(self, flags, me, regions, region_stride, slot, epoch, batch=None):
-        super().__init__(flags, batch)
+        x = _native.Exchange()
+        super().__init__(flags, batch, x.s)
         n, self.me, self.slot = self.n, check_index(me, self.n, "me"), slot
         if not flags.writable:
             raise ValueError("flags must be writable: this process posts into them")
-        self._regions, where, nbytes = bytes_view(regions, True, "regions")   # kept alive
-        if (n - 1) * region_stride + 2 * n * slot > nbytes or region_stride < 2 * n * slot:
+        regions = bytes_view(regions, True, "regions")
+        if (n - 1) * region_stride + 2 * n * slot > regions.nbytes \
+                or region_stride < 2 * n * slot:
             raise ValueError(f"regions must hold {n} regions of 2 x {n} slots of {slot} bytes, "
-                             f"{region_stride} bytes apart ({nbytes} bytes given)")
-        self._plan = _Exchange(self.sources, self.me, flags.address + self.me * flags.stride,
-                               where + self.me * region_stride, where, region_stride, slot)
-        self._plan_addr = ctypes.addressof(self._plan)
-        self._sourced(self._plan.s)            # one pc_sources: the exchange's, its plan's
-        self.epoch = epoch
+                             f"{region_stride} bytes apart ({regions.nbytes} bytes given)")
+        x.me, x.post, x.mine, x.regions = (self.me, (flags, self.me * flags.stride),
+                                           (regions, self.me * region_stride), regions)
+        x.region_stride, x.slot = region_stride, slot
+        self.x, self.epoch = x, epoch
 
     def next_epoch(self):
-        self.epoch.value += 1
-        return self.epoch.value
+        self.epoch[0] += 1
+        return int(self.epoch[0])
 
     def exchange(self, src, dst, block, length, epoch, sig, start, timeout):
         """One epoch: post ``length`` bytes of each of the n blocks of ``src`` (``block``
@@ -253,8 +237,7 @@ class SegmentLoops(PeerLoops):
                              f"fit a {self.slot}-byte slot, src ({s.nbytes} bytes) and writable"
                              f" dst ({d.nbytes} bytes)")
         self._aim(epoch, sig, start)
-        rc = lib.pc_exchange_blocks(self._plan_addr, s.address, d.address, block, length,
-                                    timeout_ns(timeout))
+        rc = self.x.exchange_blocks(src, dst, block, length, timeout)
         if rc == EPROTO:
             raise self.mismatch(self.failed, epoch, sig)
         return self._served_now(rc)
@@ -277,12 +260,11 @@ class CopyList:
                 and (np.diff(self.first.astype(np.int64)) >= 0).all()):
             raise ValueError("a copy list's sources must own consecutive runs of its copies")
         self.n, self.length = self.first.size - 1, operator.index(length)
-        self._first, self._dst, self._src = (address(a) for a in (self.first, self.dst,
-                                                                  self.src))
 
-    def copies(self):
-        """A struct pc_copies over the list, its bases and length to be set per call."""
-        return Copies(first=self._first, dst_off=self._dst, src_off=self._src)
+    def over(self, copies):
+        """``copies`` (a struct pc_copies, papcoll._native.Copies) over the list, its bases
+        and length set per round."""
+        copies.first, copies.dst_off, copies.src_off = self.first, self.dst, self.src
 
 
 class ListLoops(PeerLoops):

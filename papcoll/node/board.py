@@ -16,7 +16,7 @@ Control page of process i (each word written by i only, read by the others):
 
 Data region of process i: two banks of n slots of ``slot`` bytes (shm_pap's copies).
 
-**Epochs**: the exchanges have one counter (:meth:`next_epoch`, a ctypes word the native plans
+**Epochs**: the exchanges have one counter (:meth:`next_epoch`, a native.counter the plans
 advance too). Every exchange on the board -- a shm_pap piece, a cma_pap call -- is a full
 exchange among the node's processes (nobody finishes it before everyone has posted) that takes
 the next epoch, so no process is ever more than one epoch ahead of another: what the two banks
@@ -28,7 +28,6 @@ whose calls disagree -- different sizes, or different algorithms, as when the po
 sizes on both sides of a threshold -- get a MismatchError naming both calls, never each other's
 stale or foreign bytes.
 """
-import ctypes
 
 from .. import native
 from .segment import LINE, PAGE, Segment
@@ -72,11 +71,11 @@ class NodeBoard:
         self.my_acks = native.Flags(self.segment.my_words(ACKS, self.n))        # I served q
         self.acks_for_me = native.Flags(self.segment.words(ACKS + self.me * LINE))  # q served me
         self._gave_up = self.segment.words(GAVE_UP)
-        self.epoch = ctypes.c_uint64(0)
+        self.epoch = native.counter()
 
     def next_epoch(self):
-        self.epoch.value += 1
-        return self.epoch.value
+        self.epoch[0] += 1
+        return int(self.epoch[0])
 
     def post(self, epoch, sig, address=0):
         """Post my call of ``epoch``: ``address`` (CMA; 0: none) and ``sig``, then the flag."""

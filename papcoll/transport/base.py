@@ -27,14 +27,13 @@ Puts, polls and completions run in C only (native/papcoll_xport.c), for the engi
 whole calls (native/papcoll_exchange.c); the notice word and the advert record are encoded
 there and nowhere else (papcoll_xport.h, "the wire formats"). Python sets a transport up and
 hands the engine ``native`` (its struct pc_xport, papcoll.native.xport.XPort), ``inbox``,
-``advert_area`` (the address of its ADVERTS records), ``inline`` (the largest source that
+``advert_area`` (where its ADVERTS records are: an array, or (array, offset)), ``inline`` (the largest source that
 needs no registration), ``source_key(data)``, and turns the engine's failures into errors
 with ``failed(rc, what)``.
 """
 import collections
-import ctypes
 
-from .. import rendezvous
+from .. import _native, rendezvous
 
 KINDS = 2                         # of notices: ADVERT and DATA (xport)
 Descriptor = collections.namedtuple("Descriptor", "address nbytes rkey")   # an exposed buffer
@@ -45,7 +44,7 @@ def keep(memory):
     after a broken call a late peer can still write, and nothing bounds when -- MPI_Finalize,
     which runs after the interpreter has dropped its modules, may still deliver such a put.
     So the reference is one that no shutdown drops (a list would be emptied with its module)."""
-    ctypes.pythonapi.Py_IncRef(ctypes.py_object(memory))
+    _native.keep(memory)
 
 
 class Transport:

@@ -29,7 +29,6 @@ from mpi4py import MPI
 
 from ..errors import PapcollTimeoutError, TransportError
 from ..native import ETIMEDOUT, xport
-from ..native.lib import address
 from ..native.xport import ADVERT_BYTES
 from .base import KINDS, Descriptor, Transport, keep
 from .regcache import RegistrationCache, owner
@@ -116,7 +115,7 @@ class MpiRmaTransport(Transport):
 
     @property
     def advert_area(self):
-        return address(self.mem) + self._adverts_at
+        return self.mem, self._adverts_at
 
     inline = 1 << 62           # any source will do: MPI needs no registration of it
 

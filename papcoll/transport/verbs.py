@@ -156,7 +156,7 @@ class VerbsTransport(Transport):
 
     @property
     def advert_area(self):
-        return self._local.fixed_addr
+        return self._local.fixed
 
     inline = _INLINE           # sources up to this many bytes need no registration
 

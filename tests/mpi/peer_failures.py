@@ -136,17 +136,19 @@ def hier_dies(name, phase):
     freeze = lambda: os.kill(os.getpid(), signal.SIGSTOP)
     if rank == victim:         # traced: its calls take the algorithm's path, not a plan's
         pc = papcoll.Communicator(world, trace="phases")
-        start, starts = shm_direct.hier_start, []
+        algo, calls = shm_direct.ShmDirect, {"lists_for": [], "finish": []}
 
-        def stop(*round):      # call 2: before its post (gather), or after it (scatter)
-            starts.append(1)
-            if len(starts) == 2 and phase == "gather":
-                freeze()
-            rc = start(*round)
-            if len(starts) == 2:
-                freeze()
-            return rc
-        shm_direct.hier_start = stop
+        def stopping(name, when):    # call 2: before its post (gather), or after it (scatter)
+            real = getattr(algo, name)
+
+            def stop(self, *args):
+                calls[name].append(1)
+                if len(calls[name]) == 2 and phase == when:
+                    freeze()
+                return real(self, *args)
+            setattr(algo, name, stop)
+        stopping("lists_for", "gather")      # a round's schedule, just before its begin
+        stopping("finish", "scatter")        # after begin: its post is out
     else:
         pc = papcoll.Communicator(world)
     send, want = fresh(8)

@@ -15,7 +15,8 @@ from mpi4py import MPI
 
 from papcoll.errors import TransportError
 from papcoll.native import now_ns, xport
-from papcoll.native.xport import ADVERT, ADVERT_BYTES, DATA, Advert
+from papcoll.native.xport import (ADVERT, ADVERT_BYTES, DATA, advert_fields,
+                                  advert_record)
 from papcoll.progress import Deadline
 from papcoll.transport.base import Descriptor
 from papcoll.transport.verbs import VerbsTransport
@@ -66,12 +67,12 @@ def wait_notice(kind, peer, seq):
 def advertise(descriptor, seq):
     """My advert record for ``descriptor`` at the left neighbour (epoch and signature: the
     transport never reads them); the right neighbour's, once it is here."""
-    record = np.frombuffer(bytes(Advert(*descriptor, 0, 1, 7)), np.uint8)
+    record = np.frombuffer(advert_record(*descriptor, 1, 7), np.uint8)
     put(left, xport.TO_ADVERTS, rank * ADVERT_BYTES, record, notice=(ADVERT, seq, 7))
     wait_notice(ADVERT, right, seq)
     at = right * ADVERT_BYTES
-    theirs = Advert.from_buffer_copy(t._local.fixed[at:at + ADVERT_BYTES])
-    return Descriptor(theirs.addr, theirs.bytes, theirs.rkey)
+    addr, nbytes, rkey, _, _ = advert_fields(t._local.fixed[at:at + ADVERT_BYTES])
+    return Descriptor(addr, nbytes, rkey)
 
 
 # 1. Inbox write with a notice (WRITE_WITH_IMM): bytes, sequence, code and length together.
