@@ -43,10 +43,12 @@ struct pc_field {
     size_t size;         /* PC_F_EMBED: one element's bytes */
 };
 
-/* A getset entry for field f of struct S (one line per field in the type files). */
-#define PC_FIELD(S, f, k, ...)                                                          \
-    {#f, pc_field_get, pc_field_set, NULL,                                              \
-     &(struct pc_field){.name = #f, .offset = offsetof(S, f), .kind = (k), __VA_ARGS__}}
+/* A getset entry for field f of struct S (one line per field in the type files); PC_FIELD_AS
+ * names it otherwise in Python (a time in seconds whose C field counts ns). */
+#define PC_FIELD_AS(S, f, pyname, k, ...)                                               \
+    {pyname, pc_field_get, pc_field_set, NULL,                                          \
+     &(struct pc_field){.name = pyname, .offset = offsetof(S, f), .kind = (k), __VA_ARGS__}}
+#define PC_FIELD(S, f, k, ...) PC_FIELD_AS(S, f, #f, k, __VA_ARGS__)
 
 /* A struct type: its Python type first, then its C struct's size. */
 struct pc_stype {

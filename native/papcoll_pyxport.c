@@ -178,11 +178,11 @@ static PyObject *xport_poll(XPort *self, PyObject *unused)
     return PyLong_FromLong(pc_xport_poll(&self->x));
 }
 
-/* complete(timeout_ns): pc_xport_complete. */
+/* complete(timeout): pc_xport_complete, for at most timeout seconds. */
 static PyObject *xport_complete(XPort *self, PyObject *arg)
 {
-    long long timeout = PyLong_AsLongLong(arg);
-    if (timeout == -1 && PyErr_Occurred())
+    int64_t timeout;
+    if (pc_timeout_arg(arg, &timeout) < 0)
         return NULL;
     int rc;
     Py_BEGIN_ALLOW_THREADS
@@ -296,7 +296,7 @@ static PyMethodDef xport_methods[] = {
          "put(peer, dest, offset, rkey, source, lkey, kind=-1, seq=0, code=0, signal=1) -> rc"),
     METH("flush", xport_flush, METH_NOARGS, "pc_xport_flush -> rc"),
     METH("poll", xport_poll, METH_NOARGS, "pc_xport_poll -> rc"),
-    METH("complete", xport_complete, METH_O, "complete(timeout_ns) -> rc"),
+    METH("complete", xport_complete, METH_O, "complete(timeout) -> rc"),
     METH("post_receives", xport_post_receives, METH_VARARGS, "post_receives(peer, count) -> rc"),
     METH("set_inbox_bytes", xport_set_inbox_bytes, METH_O, "set_inbox_bytes(sizes)"),
     METH("open_mpi", xport_open_mpi, METH_VARARGS,

@@ -58,7 +58,7 @@ class Plan:
         if loops.batch != loops.n:
             raise ValueError("a plan needs loops that serve every arrived peer per call")
         return cls(algorithm, SEGMENT, loops.n, parts=loops, x=loops.x, epoch=loops.epoch,
-                   start=start, timeout_ns=timeout, slice_ns=slice)
+                   start=start, timeout=timeout, slice=slice)
 
     @classmethod
     def engine(cls, algorithm, calls, counter, adverts, slice):
@@ -66,7 +66,7 @@ class Plan:
         calls in ``counter`` (a lib.counter: the Exchange's epoch; ``adverts``, its count of
         zero-copy calls); the engine runs ``slice`` seconds before the algorithm takes over."""
         return cls(algorithm, ENGINE, calls[0].s.x.n, parts=calls, epoch=counter,
-                   adverts=adverts, slice_ns=slice, calls=[call.s for call in calls])
+                   adverts=adverts, slice=slice, calls=[call.s for call in calls])
 
     @classmethod
     def hier(cls, algorithm, rounds, n, counters, slice):
@@ -77,7 +77,7 @@ class Plan:
         algorithm takes over (:meth:`resume`)."""
         epoch, round, xepoch, adverts = counters
         plan = cls(algorithm, HIER, n, parts=rounds, epoch=epoch, round=round, xepoch=xepoch,
-                   adverts=adverts, slice_ns=slice, rounds=[r.s for r in rounds])
+                   adverts=adverts, slice=slice, rounds=[r.s for r in rounds])
         plan.rounds = rounds
         return plan
 
@@ -97,7 +97,7 @@ class Plan:
             plan = cls(algorithm, MPIW if w else MPIV, comm.Get_size(), comm=comm)
         else:
             plan = cls(algorithm, VAR, calls[0].s.x.n, parts=calls, epoch=counter,
-                       adverts=adverts, slice_ns=slice, calls=[call.s for call in calls])
+                       adverts=adverts, slice=slice, calls=[call.s for call in calls])
         for side, shape in zip(plan.s.vshape, shapes):
             if shape is None:
                 continue

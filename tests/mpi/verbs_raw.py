@@ -48,7 +48,7 @@ def put(peer, where, offset, data, notice=None, rkey=0):
 
 
 def complete():
-    t._check(x.complete(int(WAIT)), "waiting for RDMA write completions")
+    t._check(x.complete(WAIT * 1e-9), "waiting for RDMA write completions")
     t.end_call()
 
 
