@@ -134,6 +134,7 @@ class ShmDirect(IntraNodeAlgorithm):
     round = counted("rounds")
 
     def close(self, collective=True):
+        self.drop_plans()         # first: a plan's rounds point into what follows
         if self.exchange is not None:
             self.exchange.transport.close(collective)
             self.exchange = None
