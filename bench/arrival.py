@@ -40,6 +40,7 @@ from mpi4py import MPI
 import papcoll
 from papcoll.algorithms import AUTO, policy
 
+from . import fabric
 from .arrival_measure import (CLOCK_METHOD, T_MSG_METHOD, block_rng, clock_offsets,
                               delay_table, late_count, message_time, run_block, summarize,
                               usable_algorithms)
@@ -92,6 +93,9 @@ def add_arguments(parser):
                              "recording costs a little time in those calls")
     parser.add_argument("--spin", action="store_true",
                         help="busy-wait the delays (default: sleep, spinning only the last 50 us)")
+    parser.add_argument("--mixed-fabrics", action="store_true",
+                        help="compare even where MPI and papcoll moved their data over "
+                             "different networks (see bench/fabric.py); refused otherwise")
     parser.add_argument("--out", type=Path, default=Path("results"),
                         help="folder for the .json, .png and .txt results (default results/)")
     parser.add_argument("--name", help="file stem (default arrival-n<N>[-late<pct>]-<date-time>)")
@@ -198,6 +202,20 @@ def chosen(pc, variant, size):
     return policy.choose(pc._context(), None, "alltoall" + variant)
 
 
+def probe_fabrics(pc, args, names):
+    """Which networks every algorithm used at every size (fabric.py), before any timing."""
+    rank, nprocs = pc.Get_rank(), pc.Get_size()
+    cases = [(size, case(args.variant, rank, nprocs, size, args.seed)) for size in args.sizes]
+    calls = [caller(pc, name, args.variant) for name in names]
+    try:
+        return fabric.probe(pc, names, calls, cases)
+    finally:
+        for call in calls:
+            getattr(call, "free", lambda: None)()
+        for _, this in cases:
+            this.free()
+
+
 def default_name(nprocs, late_fraction, started):
     late = f"-late{round(late_fraction * 100)}" if late_fraction else ""
     return f"arrival-n{nprocs}{late}-{started:%Y%m%d-%H%M%S}"
@@ -226,6 +244,15 @@ def run(args):
                       file=sys.stderr, flush=True)
             pc.Barrier()   # a non-zero exit aborts every rank: not before rank 0 has said why
             return 2
+        fabrics = probe_fabrics(pc, args, names)
+        wrong = fabric.mismatches(fabrics)
+        if wrong and not args.mixed_fabrics:
+            if rank == 0:
+                print("papcoll.bench arrival: error: MPI and papcoll ran on different networks "
+                      f"({'; '.join(wrong)}); --mixed-fabrics compares them anyway",
+                      file=sys.stderr, flush=True)
+            pc.Barrier()
+            return 2
         offset, round_trip = clock_offsets(pc)
         clocks = pc.gather({"offset_us": offset * 1e6, "round_trip_us": round_trip * 1e6}, root=0)
         progress = Progress(len(args.sizes) * len(args.mif) * (args.warmup + args.iterations),
@@ -250,6 +277,9 @@ def run(args):
             "algorithms": {name: papcoll.algorithms[name].description if name != AUTO else
                            "papcoll as shipped: the selection policy's choice" for name in names},
             "skipped": skipped,
+            "fabric": {name: {str(size): fabric.describe(nets) for size, nets in per.items()}
+                       for name, per in fabrics.items()},
+            "mixed_fabrics": bool(wrong),
             "t_msg": {"method": T_MSG_METHOD, "per_size": t_msgs},
             "clock": {"method": CLOCK_METHOD, "per_rank": clocks},
             "results": rows,
@@ -275,6 +305,10 @@ def format_table(result):
         f"# N: {r['nprocs']} ({r['nodes']} node(s) x {r['ppn']} processes per node"
         f"{', emulated' if r['nodes_emulated'] else ''})",
         f"# MPI: {r['mpi_library']}",
+        "# networks used (kernel counters, bench/fabric.py): " + "; ".join(
+            f"{name} {'/'.join(sorted(set(per.values())))}"
+            for name, per in r.get("fabric", {}).items())
+        + ("  -- MIXED: the sides ran on different networks" if r.get("mixed_fabrics") else ""),
         f"# date: {r['date']}  host: {r['host']}",
         f"# arrival: {mode}, after a barrier ({r['delay_wait']}); {r['iterations']} iterations "
         f"(+{r['warmup']} warm-up), seed {r['seed']}",

@@ -8,7 +8,7 @@ import pytest
 from launcher import launch
 
 import papcoll
-from papcoll.bench import arrival, arrival_measure, options
+from papcoll.bench import arrival, arrival_measure, fabric, options
 
 bench_main = importlib.import_module("papcoll.bench.__main__")
 
@@ -96,6 +96,24 @@ def test_dispatcher_imports_only_the_chosen_subcommand(monkeypatch):
         bench_main.parse(["broken"])
 
 
+def test_fabric_counters_and_mismatches(tmp_path, monkeypatch):
+    port = tmp_path / "ib" / "rxe0" / "ports" / "1" / "hw_counters"
+    port.mkdir(parents=True)
+    (port / "sent_pkts").write_text("1234\n")
+    snmp = tmp_path / "snmp"
+    snmp.write_text("Ip: Forwarding\nIp: 1\nTcp: RtoAlgorithm OutSegs\nTcp: 1 77\n")
+    monkeypatch.setattr(fabric, "SYS_RDMA", tmp_path / "ib")
+    monkeypatch.setattr(fabric, "SNMP", snmp)
+    assert fabric.counters() == {"rdma:rxe0": 1234, "tcp": 77}
+
+    rxe, tcp = ("rdma:rxe0",), ("tcp",)
+    assert fabric.mismatches({"pap_direct": {8: rxe}}) == []        # no mpi: nothing compared
+    assert fabric.mismatches({"mpi": {8: rxe, 64: rxe}, "pap_direct": {8: rxe, 64: rxe}}) == []
+    assert fabric.mismatches({"mpi": {8: tcp}, "pap_direct": {8: rxe}, "auto": {8: tcp}}) == \
+        ["pap_direct at 8 B ran on rdma:rxe0, mpi on tcp"]
+    assert fabric.describe(()) == "shared memory"
+
+
 def run_arrival(nprocs, *options, timeout=240):
     res = launch(nprocs, ["-m", "papcoll.bench", "arrival", *options], timeout=timeout)
     return res.returncode, res.stdout
@@ -119,6 +137,9 @@ def test_arrival_run_writes_results(tmp_path, late):
     assert {"command", "nprocs", "mpi_library", "seed", "t_msg", "clock", "algorithms",
             "results", "late_fraction"} <= result.keys()
     assert result["nprocs"] == 2 and result["late_fraction"] == late
+    # One host: every algorithm, MPI's own included, moved its data in shared memory.
+    assert result["fabric"]["mpi"] == {"8": "shared memory", "4096": "shared memory"}
+    assert not result["mixed_fabrics"] and "# networks used" in out
     assert "min over" in result["t_msg"]["method"]
     assert [t["size"] for t in result["t_msg"]["per_size"]] == sizes
     assert all(t["t_msg_us"] > 0 for t in result["t_msg"]["per_size"])
