@@ -7,7 +7,10 @@ every iteration makes one process late by ``--delay`` (the others call at once, 
 it arrives every peer's data or advertisement is already there), and measures the late
 process's call: its thread CPU time (``time.thread_time``: the library's work in this process,
 its spinning included, not the time it slept) and its wall time. The late role rotates over the
-ranks. The same for ``mpi`` (the MPI library's own alltoall, whose late process also finds
+ranks. With ``--counts`` it also counts, per late call, what papcoll's verbs transport did --
+work requests posted (writes, receives re-posted), completions reaped, polls and the polls
+that found nothing -- and what its native waits did: looks, yields, sleeps. The same for
+``mpi`` (the MPI library's own alltoall, whose late process also finds
 everything there) gives the baseline. What remains in the late call is the library: scanning
 for arrivals, copying out, posting the writes, reaping their completions -- plus what the
 protocol itself makes it wait for: one round trip for the zero-copy schemes (peers write only
@@ -18,6 +21,8 @@ verbs operations a call needs (verbs_loop.py): the floor papcoll's verbs calls s
 import time
 
 import numpy as np
+
+from papcoll import _native
 from mpi4py import MPI
 
 import papcoll
@@ -42,30 +47,61 @@ def add_arguments(parser):
     parser.add_argument("--variant", choices=("alltoall", "persistent"), default="alltoall",
                         help="the call: alltoall (default) or persistent (one persistent "
                              "request per algorithm, started and waited for)")
+    parser.add_argument("--counts", action="store_true",
+                        help="also count, per late call, the verbs transport's work requests, "
+                             "completions and polls, and the native waits' yields and sleeps")
     parser.add_argument("--delay", type=float, default=3e-3,
                         help="seconds the late process waits before its call (default 0.003)")
 
 
-def measure(pc, call, bufs, iterations, delay, check=True):
+def measure(pc, call, bufs, iterations, delay, check=True, counts=None):
     """Mean (CPU, wall) seconds of the late process's call, over the iterations (collective);
-    ``check``: the warm-up call's result is checked."""
+    ``check``: the warm-up call's result is checked. ``counts``: a function returning {name:
+    count so far}; its mean growth per late call is returned third."""
     rank, size = pc.Get_rank(), pc.Get_size()
     send, recv, want = bufs
     cpu = wall = 0.0
+    grew = {}
     for it in range(iterations + 1):                 # the first: a warm-up, checked
         late = it % size
         pc.Barrier()
         if rank == late:
             time.sleep(delay)
+            before = counts() if counts else {}
             c0, w0 = time.thread_time(), time.perf_counter()
         call(send, recv)
         if rank == late and it:
             cpu += time.thread_time() - c0
             wall += time.perf_counter() - w0
+            for key, n in (counts() if counts else {}).items():
+                grew[key] = grew.get(key, 0) + n - before[key]
         if check and not it and not np.array_equal(recv, want):
             raise AssertionError("wrong data in a checked call")
     cpu, wall = (pc.allreduce(x) / (iterations or 1) for x in (cpu, wall))
-    return cpu, wall
+    if counts is None:
+        return cpu, wall
+    total = {}
+    for part in pc.allgather(grew):
+        for key, n in part.items():
+            total[key] = total.get(key, 0) + n
+    return cpu, wall, {key: n / (iterations or 1) for key, n in total.items()}
+
+
+WAITS = ("looks", "yields", "sleeps")
+
+
+def counter(pc, name):
+    """{name: count so far} of this process: its native waits, and the verbs transport of
+    algorithm ``name`` if it has one (mpi and auto: the waits alone)."""
+    alg = pc._context().algorithm(name) if name in papcoll.algorithms and name != "mpi" else None
+    port = getattr(getattr(getattr(alg, "exchange", None), "transport", None), "x", None)
+
+    def now():
+        found = dict(zip(WAITS, _native.wait_counts()))
+        if port is not None and not port.closed:
+            found.update(port.vstats)
+        return found
+    return now
 
 
 def run(args):
@@ -85,10 +121,16 @@ def run(args):
             base = None
             for name in names:
                 call = caller(pc, name, args.variant)
-                cpu, wall = measure(pc, call, bufs, args.iterations, args.delay)
+                if args.counts:
+                    call(*bufs[:2])          # the algorithm and its transport exist from here
+                got = measure(pc, call, bufs, args.iterations, args.delay,
+                              counts=counter(pc, name) if args.counts else None)
                 getattr(call, "free", lambda: None)()
-                base = cpu if name == "mpi" else base
-                report(rank, nbytes, name, cpu, wall, base)
+                base = got[0] if name == "mpi" else base
+                report(rank, nbytes, name, *got[:2], base)
+                if args.counts and rank == 0:
+                    print("#   per late call: " + ", ".join(
+                        f"{key} {n:.1f}" for key, n in got[2].items()), flush=True)
             if chosen_transport() == "verbs":
                 cpu, wall = bare_verbs(world, nbytes, bufs, args)
                 report(rank, nbytes, "bare verbs loop", cpu, wall, base)

@@ -60,6 +60,13 @@ int64_t pc_deadline(int64_t timeout_ns)
     return timeout_ns > INT64_MAX - now ? INT64_MAX : now + timeout_ns;
 }
 
+static _Thread_local struct pc_wait_counts counts;
+
+const struct pc_wait_counts *pc_wait_counts(void)
+{
+    return &counts;
+}
+
 int pc_wait(pc_poll_fn poll, void *what, int64_t deadline, int flags)
 {
     if (deadline < 0)
@@ -69,6 +76,7 @@ int pc_wait(pc_poll_fn poll, void *what, int64_t deadline, int flags)
     int rc;
     while ((rc = poll(what)) == PC_IDLE || rc == PC_MORE || rc == PC_BUSY) {
         int64_t now = pc_now_ns();
+        counts.looks++;
         if (rc == PC_MORE) {        /* look again at once: progress is finite, so is this */
             since = now, sleep_ns = SLEEP_MIN_NS;
         } else if (now >= deadline) {
@@ -79,6 +87,7 @@ int pc_wait(pc_poll_fn poll, void *what, int64_t deadline, int flags)
                 cpu_relax();
         } else if (now - since < YIELD_NS || rc == PC_BUSY) {
             sched_yield();
+            counts.yields++;
         } else {
             if (slack < 0 && (flags & PC_PRECISE)) {
                 long old = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
@@ -89,6 +98,7 @@ int pc_wait(pc_poll_fn poll, void *what, int64_t deadline, int flags)
             int64_t ns = sleep_ns < deadline - now ? sleep_ns : deadline - now;
             struct timespec ts = {.tv_sec = ns / 1000000000, .tv_nsec = ns % 1000000000};
             nanosleep(&ts, NULL); /* EINTR just ends this pause early */
+            counts.sleeps++;
             if (sleep_ns < SLEEP_MAX_NS)
                 sleep_ns *= 2;
         }

@@ -94,6 +94,13 @@ enum { PC_IDLE = 0, PC_DONE = 1, PC_MORE = 2, PC_BUSY = 3 };
 typedef int (*pc_poll_fn)(void *what);
 int pc_wait(pc_poll_fn poll, void *what, int64_t deadline, int flags);
 
+/* What the calling thread's pc_waits did: looks, yields and sleeps (bench cost --counts).
+ * Each thread's own; pc_wait only adds to them. */
+struct pc_wait_counts {
+    uint64_t looks, yields, sleeps;
+};
+const struct pc_wait_counts *pc_wait_counts(void);
+
 /* The deadline timeout_ns from now (saturated), or -EINVAL when timeout_ns < 0. */
 int64_t pc_deadline(int64_t timeout_ns);
 

@@ -95,6 +95,13 @@ static PyObject *keep(PyObject *module, PyObject *obj)
     Py_RETURN_NONE;
 }
 
+static PyObject *wait_counts(PyObject *module, PyObject *unused)
+{
+    (void)module, (void)unused;
+    const struct pc_wait_counts *c = pc_wait_counts();
+    return Py_BuildValue("(KKK)", c->looks, c->yields, c->sleeps);
+}
+
 static PyObject *now_ns(PyObject *module, PyObject *unused)
 {
     (void)module, (void)unused;
@@ -320,6 +327,8 @@ static PyObject *dlpack_dtype(PyObject *module, PyObject *capsule)
 
 static PyMethodDef core_methods[] = {
     {"keep", keep, METH_O, "keep(obj): hold obj until the process ends."},
+    {"wait_counts", wait_counts, METH_NOARGS,
+     "wait_counts() -> (looks, yields, sleeps) of this thread's native waits so far"},
     {"now_ns", now_ns, METH_NOARGS, "CLOCK_MONOTONIC in ns (the clock of every native deadline)."},
     {"cma_copy", FASTCALL(cma_copy), "cma_copy(pid, local, remote, write) -> bytes or -errno"},
     {"cma_vector", FASTCALL(cma_vector),

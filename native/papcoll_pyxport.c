@@ -282,6 +282,15 @@ static PyObject *xport_address(XPort *self, void *closure)
     return PyLong_FromVoidPtr(&self->x);
 }
 
+static PyObject *xport_vstats(XPort *self, void *closure)
+{
+    (void)closure;
+    const struct pc_vstats *s = &self->x.vstats;
+    return Py_BuildValue("{sKsKsKsKsKsK}", "send_wrs", s->send_wrs, "recv_wrs", s->recv_wrs,
+                         "send_cqes", s->send_cqes, "recv_cqes", s->recv_cqes, "polls",
+                         s->polls, "empty_polls", s->empty_polls);
+}
+
 static PyObject *xport_closed(XPort *self, void *closure)
 {
     (void)closure;
@@ -331,6 +340,8 @@ static PyGetSetDef xport_getset[] = {
     {"address", (getter)xport_address, NULL, "the struct pc_xport's address (the engine's calls)",
      NULL},
     {"closed", (getter)xport_closed, NULL, "whether close() has run", NULL},
+    {"vstats", (getter)xport_vstats, NULL, "what the verbs half did so far (struct pc_vstats)",
+     NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

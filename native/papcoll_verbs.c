@@ -91,6 +91,7 @@ int pc_verbs_put(struct pc_xport *x, size_t peer, int dest, uint64_t offset, uin
     int rc = ibv_post_send(p->qp, &wr, &bad);
     if (rc)
         return pc_xport_fail(x, peer, -rc, rc);
+    x->vstats.send_wrs++;
     p->posted++;
     p->unsignaled = signal ? 0 : p->unsignaled + 1;
     return 0;
@@ -109,15 +110,18 @@ int pc_xport_post_receives(struct pc_xport *x, size_t peer, size_t count)
         int rc = ibv_post_recv(p->qp, &wr, &bad);
         if (rc)
             return pc_xport_fail(x, peer, -rc, rc);
+        x->vstats.recv_wrs++;
     }
     return 0;
 }
 
-static int poll_sends(struct pc_xport *x)
+static int poll_sends(struct pc_xport *x, uint64_t *found)
 {
     struct ibv_wc wc[PCV_POLL];
     int got;
     while ((got = ibv_poll_cq(x->send_cq, PCV_POLL, wc)) > 0) {
+        x->vstats.send_cqes += (uint64_t)got;
+        *found += (uint64_t)got;
         for (int i = 0; i < got; i++) {
             size_t peer = peer_of(x, wc[i].qp_num);
             if (wc[i].status)
@@ -132,12 +136,16 @@ int pc_verbs_poll(struct pc_xport *x)
 {
     struct ibv_wc wc[PCV_POLL];
     int got;
+    uint64_t found = 0;
+    x->vstats.polls++;
     while ((got = ibv_poll_cq(x->recv_cq, PCV_POLL, wc)) > 0) {
+        x->vstats.recv_cqes += (uint64_t)got;
+        found += (uint64_t)got;
         for (int i = 0; i < got; i++) {
             size_t peer = (size_t)wc[i].wr_id;
             if (wc[i].status) {
                 /* A flushed receive: the QP failed, and a write's completion says why. */
-                int rc = wc[i].status == IBV_WC_WR_FLUSH_ERR ? poll_sends(x) : 0;
+                int rc = wc[i].status == IBV_WC_WR_FLUSH_ERR ? poll_sends(x, &found) : 0;
                 return rc < 0 ? rc
                               : pc_xport_fail(x, peer, wc[i].status, (int)wc[i].vendor_err);
             }
@@ -151,7 +159,9 @@ int pc_verbs_poll(struct pc_xport *x)
     }
     if (got < 0)
         return pc_xport_fail(x, x->n, got, 0);
-    return poll_sends(x);
+    int rc = poll_sends(x, &found);
+    x->vstats.empty_polls += !found;
+    return rc;
 }
 
 /* One look of pc_verbs_complete: done when no write of mine awaits its completion

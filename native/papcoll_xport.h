@@ -117,6 +117,14 @@ struct pc_vpeer {
  * for nobody -- has ordered the data first. */
 struct pc_mpi;
 
+/* What the verbs half did, counted for the per-message cost breakdown (bench cost --counts);
+ * C only adds to them. */
+struct pc_vstats {
+    uint64_t send_wrs, recv_wrs;    /* work requests posted: writes, receives (re-)posted */
+    uint64_t send_cqes, recv_cqes;  /* completions reaped */
+    uint64_t polls, empty_polls;    /* pc_verbs_poll calls, and those that found nothing */
+};
+
 struct pc_xport {
     int kind;                    /* PC_VERBS, PC_MPI, PC_LOOP or PC_CLOSED */
     size_t n, me;
@@ -128,6 +136,7 @@ struct pc_xport {
     uint32_t scratch_lkey;
     uint32_t depth;              /* send queue entries per QP */
     const uint32_t *qp_order;    /* indices of peers by ascending qp_num (completions) */
+    struct pc_vstats vstats;
     /* mpi */
     struct pc_mpi *mpi;
     /* n: the inbox bytes each peer exposed (puts beyond are refused: -EMSGSIZE) */

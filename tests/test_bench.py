@@ -193,9 +193,11 @@ def test_cost_of_persistent_calls():
 @pytest.mark.mpi
 def test_cost_reports_every_algorithm_against_mpi():
     res = launch(3, ["-m", "papcoll.bench", "cost", "--sizes", "8,1K", "--iterations", "4",
-                     "--algorithms", "mpi,pap_direct,shm_pap,auto"], timeout=240)
+                     "--algorithms", "mpi,pap_direct,shm_pap,auto", "--counts"], timeout=240)
     assert res.returncode == 0, res.stdout[-4000:]
     assert "# papcoll cost (alltoall): N=3, transport " in res.stdout
+    counted = [line for line in res.stdout.splitlines() if line.startswith("#   per late call:")]
+    assert len(counted) == 8 and all("looks" in c and "sleeps" in c for c in counted), counted
     rows = [line.split() for line in res.stdout.splitlines() if line[:1].isdigit()]
     assert [(r[0], r[1]) for r in rows] == [(s, a) for s in ("8", "1K")
                                             for a in ("mpi", "pap_direct", "shm_pap", "auto")]

@@ -73,14 +73,23 @@ def test_a_write_failing_mid_call_is_named_and_close_releases_everything(run_mpi
     assert res.returncode == 0 and f"FAULT OK {name}" in res.stdout, res.stdout[-4000:]
 
 
-def test_cost_over_verbs_includes_the_bare_verbs_loop():
+def test_cost_over_verbs_includes_the_bare_verbs_loop_and_counts():
     res = launch(3, ["-m", "papcoll.bench", "cost", "--sizes", "8,8K", "--iterations", "10",
-                     "--algorithms", "mpi,pap_direct"], env=VERBS, timeout=600)
+                     "--algorithms", "mpi,pap_direct", "--counts"], env=VERBS, timeout=600)
     assert res.returncode == 0 and "transport verbs" in res.stdout, res.stdout[-4000:]
     rows = [line.split() for line in res.stdout.splitlines() if line[:1].isdigit()]
     assert [(r[0], " ".join(r[1:-3])) for r in rows] == [
         (s, a) for s in ("8", "8K") for a in ("mpi", "pap_direct", "bare verbs loop")]
     assert all(float(r[-3]) > 0 and float(r[-2]) > 0 for r in rows), rows
+    # Per late call of pap_direct, N=3: at least a write to each of its 2 peers, and their 2
+    # notices reaped, each receive posted again.
+    counts = [dict(zip(words[::2], map(float, words[1::2]))) for words in (
+        line.split(": ", 1)[1].replace(",", "").split()
+        for line in res.stdout.splitlines() if line.startswith("#   per late call:"))]
+    assert len(counts) == 4, res.stdout[-4000:]
+    for mine in (counts[1], counts[3]):
+        assert mine["send_wrs"] >= 2 and mine["recv_cqes"] >= 2, mine
+        assert mine["recv_wrs"] == mine["recv_cqes"] and mine["polls"] >= mine["empty_polls"]
 
 
 # A sample of the fault matrix (tests/faultmatrix.py) over verbs: kills, a stop, a late rank and
