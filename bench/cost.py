@@ -94,7 +94,8 @@ def counter(pc, name):
     """{name: count so far} of this process: its native waits, and the verbs transport of
     algorithm ``name`` if it has one (mpi and auto: the waits alone)."""
     alg = pc._context().algorithm(name) if name in papcoll.algorithms and name != "mpi" else None
-    port = getattr(getattr(getattr(alg, "exchange", None), "transport", None), "x", None)
+    transport = getattr(getattr(alg, "exchange", None), "transport", None)
+    port = transport.native if getattr(transport, "name", None) == "verbs" else None
 
     def now():
         found = dict(zip(WAITS, _native.wait_counts()))
