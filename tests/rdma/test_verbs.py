@@ -102,7 +102,7 @@ FAULT_CELLS = [("kill_during", "pap_direct-4K"), ("stop", "pap_direct-64K-zcopy"
 
 @pytest.mark.parametrize("fault,config", FAULT_CELLS, ids=[f"{f}-{c}" for f, c in FAULT_CELLS])
 def test_fault_matrix_sample_over_verbs(fault, config, tmp_path):
-    faultmatrix.assert_cell(fault, faultmatrix.CONFIGS[config], tmp_path, timeout=10, slack=10,
+    faultmatrix.assert_cell(fault, faultmatrix.CONFIGS[config], tmp_path, timeout=20, slack=10,
                             env={"PAPCOLL_TRANSPORT": "verbs"})
 
 
