@@ -21,11 +21,10 @@ verbs operations a call needs (verbs_loop.py): the floor papcoll's verbs calls s
 import time
 
 import numpy as np
-
-from papcoll import _native
 from mpi4py import MPI
 
 import papcoll
+from papcoll import _native
 from papcoll.algorithms import AUTO
 from papcoll.transport import choose as chosen_transport
 
@@ -57,7 +56,7 @@ def add_arguments(parser):
 def measure(pc, call, bufs, iterations, delay, check=True, counts=None):
     """Mean (CPU, wall) seconds of the late process's call, over the iterations (collective);
     ``check``: the warm-up call's result is checked. ``counts``: a function returning {name:
-    count so far}; its mean growth per late call is returned third."""
+    count so far}; its mean growth per late call is returned third ({} without)."""
     rank, size = pc.Get_rank(), pc.Get_size()
     send, recv, want = bufs
     cpu = wall = 0.0
@@ -78,8 +77,6 @@ def measure(pc, call, bufs, iterations, delay, check=True, counts=None):
         if check and not it and not np.array_equal(recv, want):
             raise AssertionError("wrong data in a checked call")
     cpu, wall = (pc.allreduce(x) / (iterations or 1) for x in (cpu, wall))
-    if counts is None:
-        return cpu, wall
     total = {}
     for part in pc.allgather(grew):
         for key, n in part.items():
@@ -124,16 +121,16 @@ def run(args):
                 call = caller(pc, name, args.variant)
                 if args.counts:
                     call(*bufs[:2])          # the algorithm and its transport exist from here
-                got = measure(pc, call, bufs, args.iterations, args.delay,
-                              counts=counter(pc, name) if args.counts else None)
+                cpu, wall, counted = measure(pc, call, bufs, args.iterations, args.delay,
+                                             counts=counter(pc, name) if args.counts else None)
                 getattr(call, "free", lambda: None)()
-                base = got[0] if name == "mpi" else base
-                report(rank, nbytes, name, *got[:2], base)
+                base = cpu if name == "mpi" else base
+                report(rank, nbytes, name, cpu, wall, base)
                 if args.counts and rank == 0:
                     print("#   per late call: " + ", ".join(
-                        f"{key} {n:.1f}" for key, n in got[2].items()), flush=True)
+                        f"{key} {n:.1f}" for key, n in counted.items()), flush=True)
             if chosen_transport() == "verbs":
-                cpu, wall = bare_verbs(world, nbytes, bufs, args)
+                cpu, wall, _ = bare_verbs(world, nbytes, bufs, args)
                 report(rank, nbytes, "bare verbs loop", cpu, wall, base)
     return 0
 
