@@ -1,4 +1,4 @@
-"""MPI worker for arrival behaviour, run as ``pap.py order ALG`` or ``pap.py timeout ALG``.
+"""MPI worker for arrival behaviour, run as ``pap.py order ALG...`` or ``pap.py timeout ALG``.
 
 order: the last rank arrives LATE seconds after the others. A PAP-aware algorithm lets the early
     ranks finish every exchange among themselves before it arrives; Direct does not.
@@ -181,11 +181,13 @@ def interrupt(name, shape):
 
 mode, name = sys.argv[1], sys.argv[2]
 if mode == "order":
-    for nbytes in (8, 65536):
-        held = order(name, nbytes)
-        if rank == 0:
-            held = {r: h for r, h in enumerate(held) if h}
-            print(f"ORDER {name} {nbytes}: held up {held if held else 'nothing'}", flush=True)
+    for name in sys.argv[2:]:                            # one job for several: a job's start-up
+        for nbytes in (8, 65536):                        # is most of its time under emulation
+            held = order(name, nbytes)
+            if rank == 0:
+                held = {r: h for r, h in enumerate(held) if h}
+                print(f"ORDER {name} {nbytes}: held up {held if held else 'nothing'}",
+                      flush=True)
 elif mode == "hier_order":
     held = hier_order(name, int(sys.argv[3]))
     if rank == 0:
