@@ -121,11 +121,11 @@ static int send_to(struct pc_xcall *c, size_t peer)
         }
         rc = pc_xport_put(c->x, peer, PC_TO_EXPOSED, addr + c->dst_off[peer], rkey,
                           c->src + c->src_off[peer], c->len[peer], c->lkey, PC_DATA, c->epoch,
-                          c->code, 1);
+                          c->code, 0);
     } else {
         rc = pc_xport_put(c->x, peer, PC_TO_INBOX, c->dst_off[peer], 0,
                           c->src + c->src_off[peer], c->len[peer], c->lkey, PC_DATA, c->epoch,
-                          c->code, 1);
+                          c->code, 0);
     }
     if (rc < 0)
         return rc;

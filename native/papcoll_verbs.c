@@ -51,6 +51,7 @@ int pc_verbs_put(struct pc_xport *x, size_t peer, int dest, uint64_t offset, uin
     memset(&wr, 0, sizeof wr);
     wr.sg_list = &sge;
     wr.num_sge = 1;
+    int copied = len <= PC_IBV_INLINE;    /* the device is done with src at the post */
     if (len == 0) {                       /* a notice alone: an empty SGE */
         sge.addr = x->scratch;
         sge.lkey = x->scratch_lkey;
@@ -73,8 +74,9 @@ int pc_verbs_put(struct pc_xport *x, size_t peer, int dest, uint64_t offset, uin
         wr.wr.rdma.remote_addr = offset;
         wr.wr.rdma.rkey = rkey;
     }
-    /* The send queue holds depth entries; one must stay free to signal a completion. */
-    if (!signal && p->unsignaled + 1 >= x->depth / 2)
+    /* The send queue holds depth entries; one must stay free to signal a completion. A source
+     * read later is in use until a completion says otherwise. */
+    if (!copied || (!signal && p->unsignaled + 1 >= x->depth / 2))
         signal = 1;
     if (p->posted + 1 > x->depth) {       /* full: wait for completions to retire entries */
         struct room r = {x, p};
@@ -94,6 +96,8 @@ int pc_verbs_put(struct pc_xport *x, size_t peer, int dest, uint64_t offset, uin
     x->vstats.send_wrs++;
     p->posted++;
     p->unsignaled = signal ? 0 : p->unsignaled + 1;
+    if (!copied)
+        p->reading = p->posted;
     return 0;
 }
 
@@ -126,7 +130,10 @@ static int poll_sends(struct pc_xport *x, uint64_t *found)
             size_t peer = peer_of(x, wc[i].qp_num);
             if (wc[i].status)
                 return pc_xport_fail(x, peer, wc[i].status, (int)wc[i].vendor_err);
-            x->peers[peer].posted -= (uint32_t)wc[i].wr_id;
+            struct pc_vpeer *p = &x->peers[peer];
+            uint32_t retires = (uint32_t)wc[i].wr_id;
+            p->posted -= retires;
+            p->reading = p->reading > retires ? p->reading - retires : 0;
         }
     }
     return got < 0 ? pc_xport_fail(x, x->n, got, 0) : 0;
@@ -164,13 +171,15 @@ int pc_verbs_poll(struct pc_xport *x)
     return rc;
 }
 
-/* One look of pc_verbs_complete: done when no write of mine awaits its completion
- * (failed_peer: the first peer with one outstanding). */
+/* One look of pc_verbs_complete: done when the device reads no source of mine any longer
+ * (failed_peer: the first peer with a write still reading). Writes copied at their post may
+ * still be in flight: their sources are free, and nothing else waits on a sender's completion
+ * (a receiver learns of the data from its notice; a failure surfaces at a later poll). */
 static int retired(void *what)
 {
     struct pc_xport *x = what;
     for (size_t q = 0; q < x->n; q++)
-        if (q != x->me && x->peers[q].posted) {
+        if (q != x->me && x->peers[q].reading) {
             x->failed_peer = q;
             int rc = pc_verbs_poll(x);
             return rc < 0 ? rc : PC_IDLE;
@@ -178,8 +187,8 @@ static int retired(void *what)
     return PC_DONE;
 }
 
-/* Every write of mine retired by its completion, within the deadline. The completions come
- * from the device, or a peer's core. */
+/* Every write of mine that reads its source retired by its completion, within the deadline.
+ * The completions come from the device, or a peer's core. */
 int pc_verbs_complete(struct pc_xport *x, int64_t timeout_ns)
 {
     return pc_wait(retired, x, pc_deadline(timeout_ns), 0);

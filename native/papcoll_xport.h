@@ -103,6 +103,8 @@ struct pc_vpeer {
     uint32_t qp_num;                /* mine, for completions */
     uint32_t posted;                /* writes posted and not yet retired by a completion */
     uint32_t unsignaled;            /* of which not signalled (retired by the next that is) */
+    uint32_t reading;               /* of which the oldest, up to the last whose source the
+                                     * device reads after its post (not inline, not empty) */
 };
 
 #define PC_MPI_REQS 8   /* requests in flight per peer: a call makes at most 4 (advert, its
@@ -151,8 +153,10 @@ struct pc_xport {
 
 /* Write len bytes from src (lkey: its registration; 0 for inline-sized data) to the peer's
  * dest (PC_TO_*: offset in the area, or remote address + key), with a notice if kind >= 0
- * (seq, code). signal: a verbs completion is wanted for this write (the last of a call to
- * this peer): earlier unsignalled ones are retired with it. MPI: the data is put now, its
+ * (seq, code). signal: a verbs completion is wanted for this write: earlier unsignalled ones
+ * are retired with it. A write whose source the device reads after the post (longer than
+ * PC_IBV_INLINE) is always signalled, so that pc_xport_complete can see it done; one copied at
+ * its post (inline, or empty) needs no completion, and gets one only every depth / 2. MPI: the data is put now, its
  * notice queued until pc_xport_flush finds the data complete. Returns 0 or -errno (-EIO:
  * failed_* say why; -EMSGSIZE: the peer's inbox is smaller, failed_peer). */
 int pc_xport_put(struct pc_xport *x, size_t peer, int dest, uint64_t offset, uint32_t rkey,

@@ -2,8 +2,9 @@
 ``<MODE> OK`` at the end. What a Communicator holds is given back: memory, Communicators
 never closed, and a broken one left open at exit.
 
-rss NAME KIND      100 calls, each with a fresh 16 MiB receive buffer (KIND numpy or
+rss NAME... KIND   100 calls, each with a fresh 16 MiB receive buffer (KIND numpy or
                    bytearray): resident memory stays flat, no registration outlives its call.
+                   Several algorithms in turn, one job (its start-up is costly when emulated).
 unclosed COUNT [NAME]  COUNT Communicators made and dropped without close(), one call each.
 orders NAME        objects dropped in every order, never closed: a Communicator before its
                    requests (which still complete right), requests dropped active (one before
@@ -34,7 +35,13 @@ def resident():
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-def rss(name, kind):
+def rss(*args):
+    *names, kind = args
+    for name in names:
+        rss_of(name, kind)
+
+
+def rss_of(name, kind):
     nbytes = (16 << 20) // size
     send = pattern.send_bytes(rank, size, 1, nbytes)
     want = pattern.recv_bytes(rank, size, 1, nbytes)
@@ -51,10 +58,10 @@ def rss(name, kind):
         transport = pc._context().algorithms[name].exchange.transport
         cache = transport.cache if hasattr(transport, "cache") else transport._local.exposed
         held = len(cache)
-    print(f"RSS rank {rank}: {before >> 20} MiB after 10 calls, grew {grew >> 20} MiB in 100 "
+    print(f"RSS {name} rank {rank}: {before >> 20} MiB after 10 calls, grew {grew >> 20} MiB in 100 "
           f"more; {held} registration(s) held", flush=True)
-    assert grew < 48 << 20, f"rank {rank}: resident memory grew by {grew >> 20} MiB"
-    assert held <= (1 if kind == "numpy" else 0), held
+    assert grew < 48 << 20, f"{name}, rank {rank}: resident memory grew by {grew >> 20} MiB"
+    assert held <= (1 if kind == "numpy" else 0), (name, held)
 
 
 def unclosed(count, name=None):
