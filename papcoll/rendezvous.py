@@ -199,15 +199,18 @@ def gave_up(comm, ranks):
 
 
 def left(comm, rank, seconds=1.0):
-    """Whether ``rank`` gave up on ``comm`` in this call or before, its message awaited for at
-    most ``seconds``: a write it refused (verbs: a remote access error, its memory released)
-    is the sign of a peer that left, whose give-up says why."""
-    now = _of(comm).calls
+    """(why, awaited) of ``rank``'s give-up on ``comm`` in this call or before, its message
+    awaited for at most ``seconds``; None if it did not give up: a write it refused (verbs: a
+    remote access error, its memory released) is the sign of a peer that left, whose give-up
+    says why."""
+    peers, now = _of(comm), _of(comm).calls
 
     def heard():
         call = _gave_in(comm, [rank]).get(rank)
         return DONE if call is not None and call <= now else IDLE
-    return wait(polled(heard), Deadline(seconds), None)
+    if not wait(polled(heard), Deadline(seconds), None):
+        return None
+    return peers.gave.get(rank, ("", [rank]))[:2]     # a node board's flag: no reason yet
 
 
 def _gave_in(comm, ranks):

@@ -307,7 +307,11 @@ class Exchange:
         if rc != ETIMEDOUT and peer < self.size:   # a peer refused my write: it may have
             rank = self.ranks[peer]                 # left the call and released its memory
             doing = f"{describe(self.sig)} ({what})"
-            if rendezvous.left(self.algo.ctx.comm, rank):
+            gave = rendezvous.left(self.algo.ctx.comm, rank)
+            # unless its own transport failed with me: then my write's failure is the cause
+            # (both ends of a queue pair fail together), and its status says the most
+            me = self.ranks[self.rank]
+            if gave and not (gave[0].startswith("TransportError") and me in gave[1]):
                 raise rendezvous.not_coming(self.algo.ctx.comm, doing, [rank], [rank], int)
         self.transport.failed(rc, what)
 
