@@ -156,9 +156,9 @@ struct pc_xport {
  * (seq, code). signal: a verbs completion is wanted for this write: earlier unsignalled ones
  * are retired with it. A write whose source the device reads after the post (longer than
  * PC_IBV_INLINE) is always signalled, so that pc_xport_complete can see it done; one copied at
- * its post (inline, or empty) needs no completion, and gets one only every depth / 2. MPI: the data is put now, its
- * notice queued until pc_xport_flush finds the data complete. Returns 0 or -errno (-EIO:
- * failed_* say why; -EMSGSIZE: the peer's inbox is smaller, failed_peer). */
+ * its post (inline, or empty) needs no completion, and gets one only every depth / 2. MPI: the
+ * data is put now, its notice queued until pc_xport_flush finds the data complete. Returns 0
+ * or -errno (-EIO: failed_* say why; -EMSGSIZE: the peer's inbox is smaller, failed_peer). */
 int pc_xport_put(struct pc_xport *x, size_t peer, int dest, uint64_t offset, uint32_t rkey,
                  const void *src, size_t len, uint32_t lkey, int kind, uint64_t seq,
                  uint32_t code, int signal);
