@@ -62,3 +62,12 @@ def launch(n, argv, env=None, timeout=300, flags=(), runner=("-m", "mpi4py")):
         leftovers.remove_new(before)
     return subprocess.CompletedProcess(cmd, proc.returncode, out)
 
+
+
+def chain(*steps):
+    """The arguments of ``tests/mpi/chain.py`` that run ``steps`` (each a list of a worker's
+    words, ``NAME=VALUE`` first) one after another in one job."""
+    words = []
+    for step in steps:
+        words += [*(["--"] if words else []), *map(str, step)]
+    return words

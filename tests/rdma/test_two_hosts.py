@@ -14,7 +14,7 @@ import sys
 import pytest
 
 import faultmatrix
-from launcher import hosts, placement
+from launcher import chain, hosts, placement
 
 pytestmark = [pytest.mark.rdma, pytest.mark.two_hosts]
 
@@ -40,16 +40,6 @@ def two_hosts():
     pytest.skip(f"{why}; run inside scripts/softroce-vm --hosts 2")
 
 
-def test_topology_finds_two_nodes(run_mpi, two_hosts):
-    res = run_mpi(N, "hosts.py", env=REAL, timeout=600)
-    assert res.returncode == 0, res.stdout[-4000:]
-    h1, h2 = two_hosts
-    assert f"HOSTS {h1},{h1},{h2},{h2}" in res.stdout, res.stdout[-4000:]
-    assert "SHARED 2,2,2,2" in res.stdout, res.stdout[-4000:]
-    assert "TRANSPORTS " + ",".join(["verbs:rxe0"] * N) in res.stdout, res.stdout[-4000:]
-    assert "TOPOLOGY nodes=[[0, 1], [2, 3]] emulated=False" in res.stdout, res.stdout[-4000:]
-
-
 def test_info_chooses_verbs():
     env = {**os.environ, "PAPCOLL_TRANSPORT": ""}
     res = subprocess.run([sys.executable, "-m", "papcoll", "info"], env=env, capture_output=True,
@@ -58,27 +48,37 @@ def test_info_chooses_verbs():
     assert "chosen: verbs" in res.stdout, res.stdout
 
 
-def test_matrix_across_hosts(run_mpi):
-    # One job for all: its start-up across the emulated hosts (~80 s) is more than an
-    # algorithm's quick matrix (~50 s).
-    env = {**REAL, "PAPCOLL_TEST_QUICK": "1", "PAPCOLL_TEST_CALLS": "60"}
-    res = run_mpi(N, "matrix.py", *ALGORITHMS, env=env, timeout=1800)
-    assert res.returncode == 0, res.stdout[-6000:]
+def test_across_hosts(run_mpi, two_hosts):
+    """One job for the workers that need nothing but the fabric (under emulation its start-up
+    across the hosts, ~80 s, is more than most of them take: tests/mpi/chain.py):
+    - the topology: MPI's shared-memory split finds the two hosts, verbs on rxe0 everywhere;
+    - the quick correctness matrix of every one-sided and hierarchical algorithm;
+    - PAP order, the late rank (3) on the second host, the early ones on both;
+    - Alltoallv and a persistent request, blocks on both sides of a small slot."""
+    quick = ["PAPCOLL_TEST_QUICK=1", "PAPCOLL_TEST_CALLS=60"]
+    order = ["pap_direct_copy", "pap_direct_zcopy", "direct"]
+    small_slot = "PAPCOLL_COPY_THRESHOLD=4096"
+    res = run_mpi(N, "chain.py", *chain(
+        ["hosts.py"], [*quick, "matrix.py", *ALGORITHMS], ["pap.py", "order", *order],
+        [small_slot, "vcalls.py", "v", "pap_direct", 20],
+        [small_slot, "requests.py", "persistent", "pap_direct", 30]), env=REAL, timeout=2400)
+    out = res.stdout
+    assert res.returncode == 0, out[-6000:]
+    h1, h2 = two_hosts
+    for line in (f"HOSTS {h1},{h1},{h2},{h2}", "SHARED 2,2,2,2",
+                 "TRANSPORTS " + ",".join(["verbs:rxe0"] * N),
+                 "TOPOLOGY nodes=[[0, 1], [2, 3]] emulated=False"):
+        assert line in out, out[-4000:]
     for name in ALGORITHMS:
-        assert f"PASS {name}:" in res.stdout, res.stdout[-3000:]
-    assert "transport verbs" in res.stdout
-
-
-def test_pap_order_across_hosts(run_mpi):
-    # The late rank (3) is on the second host; the early ones on both.
-    names = ["pap_direct_copy", "pap_direct_zcopy", "direct"]
-    res = run_mpi(N, "pap.py", "order", *names, env=REAL, timeout=900)
-    assert res.returncode == 0, res.stdout[-4000:]
-    for name in names:
-        lines = [line for line in res.stdout.splitlines() if line.startswith(f"ORDER {name} ")]
-        assert len(lines) == 2, res.stdout[-4000:]
+        assert f"PASS {name}:" in out, out[-3000:]
+    assert "transport verbs" in out
+    for name in order:
+        lines = [line for line in out.splitlines() if line.startswith(f"ORDER {name} ")]
+        assert len(lines) == 2, out[-4000:]
         held = [("held up nothing" not in line) for line in lines]
         assert all(held) if name == "direct" else not any(held), lines
+    for done in ("V ok", "PERSISTENT ok"):
+        assert out.count(done) == N, out[-4000:]
 
 
 def test_killed_rank_reported_across_hosts(run_mpi, two_hosts):
@@ -116,15 +116,6 @@ def test_fault_matrix_sample_across_hosts(fault, config, tmp_path):
     # QPs and the node segment's registration) took over 10 s on a slow day, before any fault.
     faultmatrix.assert_cell(fault, config, tmp_path, timeout=20, slack=10,
                             env={"PAPCOLL_TRANSPORT": "verbs"}, flags=placement(N))
-
-
-@pytest.mark.parametrize("done,args", [("V ok", ["vcalls.py", "v", "pap_direct", 20]),
-                                       ("PERSISTENT ok", ["requests.py", "persistent",
-                                                          "pap_direct", 30])])
-def test_alltoallv_and_persistent_requests_across_hosts(run_mpi, done, args):
-    res = run_mpi(N, *args, env={**REAL, "PAPCOLL_COPY_THRESHOLD": "4096"}, timeout=900)
-    assert res.returncode == 0, res.stdout[-4000:]
-    assert res.stdout.count(done) == N, res.stdout[-4000:]
 
 
 def test_mpi_over_rdma_exits_cleanly_three_times(run_mpi):

@@ -1,12 +1,13 @@
 """papcoll over RDMA verbs (SoftRoCE inside the VM): the transport alone, the correctness
-matrix for the point-to-point and the hierarchical algorithms, PAP order, a write that fails
-mid-call, a sample of the fault matrix, the cost benchmark with its bare verbs loop, and
-Alltoallv/w and nonblocking and persistent requests. Emulation is ~10x slower than the host, so the matrix here is the quick
-variant (PAPCOLL_TEST_QUICK) and N stays at 2..4."""
+matrix for the point-to-point and the hierarchical algorithms, PAP order, calls that
+disagree, a write that fails mid-call, a sample of the fault matrix, the cost benchmark with
+its bare verbs loop, and Alltoallv/w and nonblocking and persistent requests. Emulation is
+~100x slower than the host, so the matrix here is the quick variant (PAPCOLL_TEST_QUICK), N
+stays at 2..4, and the workers of one N share a job (tests/mpi/chain.py)."""
 import pytest
 
 import faultmatrix
-from launcher import launch
+from launcher import chain
 
 pytestmark = pytest.mark.rdma
 
@@ -14,39 +15,84 @@ VERBS = {"PAPCOLL_TRANSPORT": "verbs", "PAPCOLL_NODE_SIZE": "1", "PAPCOLL_TIMEOU
 ALGORITHMS = ["direct", "pap_direct", "pap_direct_copy", "pap_direct_zcopy"]
 
 
-def test_raw_transport(run_mpi):
-    res = run_mpi(2, "verbs_raw.py", env=VERBS, timeout=600)
-    assert res.returncode == 0 and "RAW OK" in res.stdout, res.stdout[-4000:]
-    assert "remote access error" in res.stdout.lower()
+# Under emulation a rank's start-up costs more than most workers' work (tests/mpi/chain.py), so
+# the workers of one process count run as one job: the transport alone and then the correctness
+# matrix, flat and hierarchical, at N = 2, 3 and 4, with the other workers of that N.
+QUICK = {"PAPCOLL_TEST_QUICK": "1", "PAPCOLL_TEST_CALLS": "60"}
+HIERARCHICAL = ["shm_direct", "pap_shm_direct"]
 
 
-@pytest.mark.parametrize("nprocs", [2, 3, 4])
-def test_matrix_over_verbs(run_mpi, nprocs):
-    env = {**VERBS, "PAPCOLL_TEST_QUICK": "1", "PAPCOLL_TEST_CALLS": "60"}
-    res = run_mpi(nprocs, "matrix.py", *ALGORITHMS, env=env, timeout=1200)
+def matrix_steps(node_size):
+    quick = [f"{name}={value}" for name, value in QUICK.items()]
+    return [[*quick, "matrix.py", *ALGORITHMS],
+            [*quick, f"PAPCOLL_NODE_SIZE={node_size}", "matrix.py", *HIERARCHICAL]]
+
+
+def assert_matrix(out):
+    for name in ALGORITHMS + HIERARCHICAL:
+        assert f"PASS {name}:" in out, out[-3000:]
+    assert "transport verbs" in out
+
+
+def test_two_ranks_over_verbs(run_mpi):
+    """The raw transport (a refused write among its cases), the matrix (the hierarchical one as
+    two nodes of one rank: the masters' aggregates go over verbs into the other node's segment,
+    an MR on it), and fresh receive buffers never kept registered."""
+    rss = ["resources.py", "rss", "direct", "pap_direct", "pap_direct_zcopy", "numpy"]
+    res = run_mpi(2, "chain.py", *chain(["verbs_raw.py"], *matrix_steps(1), rss),
+                  env=VERBS, timeout=2400)
     assert res.returncode == 0, res.stdout[-6000:]
-    for name in ALGORITHMS:
-        assert f"PASS {name}:" in res.stdout, res.stdout[-3000:]
-    assert "transport verbs" in res.stdout
+    assert "RAW OK" in res.stdout and "remote access error" in res.stdout.lower(), \
+        res.stdout[-4000:]
+    assert_matrix(res.stdout)
+    assert "RSS OK" in res.stdout, res.stdout[-4000:]
 
 
-@pytest.mark.parametrize("nprocs,node_size", [(2, 1), (3, 2), (4, 2)])
-def test_hierarchical_matrix_over_verbs(run_mpi, nprocs, node_size):
-    # The masters' aggregates go over verbs into the other node's segment (an MR on it).
-    env = {**VERBS, "PAPCOLL_NODE_SIZE": str(node_size), "PAPCOLL_TEST_QUICK": "1",
-           "PAPCOLL_TEST_CALLS": "60"}
-    names = ["shm_direct", "pap_shm_direct"]
-    res = run_mpi(nprocs, "matrix.py", *names, env=env, timeout=1200)
+# Alltoallv/w (each pair by its block's length: inbox or zero-copy) and requests (a persistent
+# zero-copy request's notice-only starts) over verbs, blocks on both sides of a small slot.
+CALLS = [("V ok", ["vcalls.py", "v", "pap_direct", 20]),
+         ("W ok", ["vcalls.py", "w", "pap_direct"]),
+         ("PERSISTENT ok", ["requests.py", "persistent", "pap_direct", 30]),
+         ("NONBLOCKING ok", ["requests.py", "nonblocking", "pap_direct"]),
+         ("MISMATCH 0 [1]", ["vcalls.py", "mismatch", "pap_direct"])]
+COST = ["-m", "papcoll.bench", "cost", "--sizes", "8,8K", "--iterations", "10",
+        "--algorithms", "mpi,pap_direct", "--counts"]
+
+
+def test_three_ranks_over_verbs(run_mpi):
+    """The cost benchmark with its bare verbs loop and counts, the matrix (the hierarchical one
+    as nodes of 2 and 1), Alltoallv/w and requests."""
+    calls = [["PAPCOLL_COPY_THRESHOLD=4096", *args] for _, args in CALLS]
+    res = run_mpi(3, "chain.py", *chain(COST, *matrix_steps(2), *calls), env=VERBS,
+                  timeout=2400)
     assert res.returncode == 0, res.stdout[-6000:]
-    for name in names:
-        assert f"PASS {name}:" in res.stdout, res.stdout[-3000:]
-    assert "transport verbs" in res.stdout
+    out = res.stdout
+    assert_matrix(out)
+    for done, _ in CALLS:
+        assert out.count(done) == (1 if done.startswith("MISMATCH") else 3), out[-4000:]
+    rows = [line.split() for line in out.splitlines() if line.split()[:1] in (["8"], ["8K"])]
+    assert [(r[0], " ".join(r[1:-3])) for r in rows] == [
+        (s, a) for s in ("8", "8K") for a in ("mpi", "pap_direct", "bare verbs loop")], out
+    assert all(float(r[-3]) > 0 and float(r[-2]) > 0 for r in rows), rows
+    # Per late call of pap_direct, N=3: at least a write to each of its 2 peers, and their 2
+    # notices reaped, each receive posted again.
+    counts = [dict(zip(words[::2], map(float, words[1::2]))) for words in (
+        line.split(": ", 1)[1].replace(",", "").split()
+        for line in out.splitlines() if line.startswith("#   per late call:"))]
+    assert len(counts) == 4, out[-4000:]
+    for mine in (counts[1], counts[3]):
+        assert mine["send_wrs"] >= 2 and mine["recv_cqes"] >= 2, mine
+        assert mine["recv_wrs"] == mine["recv_cqes"] and mine["polls"] >= mine["empty_polls"]
 
 
-def test_pap_order_over_verbs(run_mpi):
+def test_four_ranks_over_verbs(run_mpi):
+    """The matrix (the hierarchical one as two nodes of 2), and PAP order: the PAP algorithms
+    let the early ranks finish whatever the late one holds, Direct does not."""
     names = ["pap_direct_copy", "pap_direct_zcopy", "direct"]
-    res = run_mpi(4, "pap.py", "order", *names, env=VERBS, timeout=900)
-    assert res.returncode == 0, res.stdout[-4000:]
+    res = run_mpi(4, "chain.py", *chain(*matrix_steps(2), ["pap.py", "order", *names]),
+                  env=VERBS, timeout=2400)
+    assert res.returncode == 0, res.stdout[-6000:]
+    assert_matrix(res.stdout)
     for name in names:
         lines = [line for line in res.stdout.splitlines() if line.startswith(f"ORDER {name} ")]
         assert len(lines) == 2, res.stdout[-4000:]
@@ -54,43 +100,30 @@ def test_pap_order_over_verbs(run_mpi):
         assert all(held) if name == "direct" else not any(held), lines
 
 
-def test_fresh_receive_buffers_are_not_kept_over_verbs(run_mpi):
-    names = ["direct", "pap_direct", "pap_direct_zcopy"]
-    res = run_mpi(2, "resources.py", "rss", *names, "numpy", env=VERBS, timeout=1500)
-    assert res.returncode == 0 and "RSS OK" in res.stdout, res.stdout[-4000:]
+MISMATCHES = [("pap_direct", 8, 16), ("pap_direct", 8, 1 << 17), ("direct", 16, 0),
+              ("pap_direct_zcopy", 8, 16)]
 
 
-@pytest.mark.parametrize("name,a,b", [("pap_direct", 8, 16), ("pap_direct", 8, 1 << 17),
-                                      ("direct", 16, 0), ("pap_direct_zcopy", 8, 16)])
-def test_calls_that_disagree_raise_over_verbs(run_mpi, name, a, b):
-    res = run_mpi(3, "mismatch.py", "mismatch", name, str(a), str(b),
-                  env={**VERBS, "PAPCOLL_TIMEOUT": "30"}, timeout=600)
-    assert res.returncode == 0 and "MISMATCH OK" in res.stdout, res.stdout[-4000:]
+def test_calls_that_disagree_raise_over_verbs(run_mpi):
+    """Each disagreement raises on every rank, names the calls and leaves the Communicator
+    unusable; the next Communicator, in the same job, works."""
+    steps = [["mismatch.py", "mismatch", name, a, b] for name, a, b in MISMATCHES]
+    res = run_mpi(3, "chain.py", *chain(*steps), env={**VERBS, "PAPCOLL_TIMEOUT": "30"},
+                  timeout=1500)
+    assert res.returncode == 0, res.stdout[-4000:]
+    assert res.stdout.count("MISMATCH OK") == len(MISMATCHES), res.stdout[-4000:]
 
 
-@pytest.mark.parametrize("name", ["direct", "pap_direct_copy"])
-def test_a_write_failing_mid_call_is_named_and_close_releases_everything(run_mpi, name):
-    res = run_mpi(3, "verbs_fault.py", name, env={**VERBS, "PAPCOLL_TIMEOUT": "20"}, timeout=600)
-    assert res.returncode == 0 and f"FAULT OK {name}" in res.stdout, res.stdout[-4000:]
-
-
-def test_cost_over_verbs_includes_the_bare_verbs_loop_and_counts():
-    res = launch(3, ["-m", "papcoll.bench", "cost", "--sizes", "8,8K", "--iterations", "10",
-                     "--algorithms", "mpi,pap_direct", "--counts"], env=VERBS, timeout=600)
-    assert res.returncode == 0 and "transport verbs" in res.stdout, res.stdout[-4000:]
-    rows = [line.split() for line in res.stdout.splitlines() if line[:1].isdigit()]
-    assert [(r[0], " ".join(r[1:-3])) for r in rows] == [
-        (s, a) for s in ("8", "8K") for a in ("mpi", "pap_direct", "bare verbs loop")]
-    assert all(float(r[-3]) > 0 and float(r[-2]) > 0 for r in rows), rows
-    # Per late call of pap_direct, N=3: at least a write to each of its 2 peers, and their 2
-    # notices reaped, each receive posted again.
-    counts = [dict(zip(words[::2], map(float, words[1::2]))) for words in (
-        line.split(": ", 1)[1].replace(",", "").split()
-        for line in res.stdout.splitlines() if line.startswith("#   per late call:"))]
-    assert len(counts) == 4, res.stdout[-4000:]
-    for mine in (counts[1], counts[3]):
-        assert mine["send_wrs"] >= 2 and mine["recv_cqes"] >= 2, mine
-        assert mine["recv_wrs"] == mine["recv_cqes"] and mine["polls"] >= mine["empty_polls"]
+def test_a_write_failing_mid_call_is_named_and_close_releases_everything(run_mpi):
+    """On the zero-copy direct, then on the copy-based pap_direct_copy: the refused write is
+    named, and close gives the device back every resource (the next Communicator starts from
+    the same counts)."""
+    names = ["direct", "pap_direct_copy"]
+    res = run_mpi(3, "chain.py", *chain(*[["verbs_fault.py", name] for name in names]),
+                  env={**VERBS, "PAPCOLL_TIMEOUT": "20"}, timeout=1200)
+    assert res.returncode == 0, res.stdout[-4000:]
+    for name in names:
+        assert f"FAULT OK {name}" in res.stdout, res.stdout[-4000:]
 
 
 # A sample of the fault matrix (tests/faultmatrix.py) over verbs: kills, a stop, a late rank and
@@ -105,20 +138,3 @@ FAULT_CELLS = [("kill_during", "pap_direct-4K"), ("stop", "pap_direct-64K-zcopy"
 def test_fault_matrix_sample_over_verbs(fault, config, tmp_path):
     faultmatrix.assert_cell(fault, faultmatrix.CONFIGS[config], tmp_path, timeout=20, slack=10,
                             env={"PAPCOLL_TRANSPORT": "verbs"})
-
-
-# Alltoallv/w (each pair by its block's length: inbox or zero-copy) and requests (a persistent
-# zero-copy request's notice-only starts) over verbs, blocks on both sides of a small slot.
-CALLS = [("V ok", ["vcalls.py", "v", "pap_direct", 20]),
-         ("W ok", ["vcalls.py", "w", "pap_direct"]),
-         ("MISMATCH 0 [1]", ["vcalls.py", "mismatch", "pap_direct"]),
-         ("PERSISTENT ok", ["requests.py", "persistent", "pap_direct", 30]),
-         ("NONBLOCKING ok", ["requests.py", "nonblocking", "pap_direct"])]
-
-
-@pytest.mark.parametrize("done,args", CALLS, ids=[args[1] for _, args in CALLS])
-def test_variable_calls_and_requests_over_verbs(run_mpi, done, args):
-    res = run_mpi(3, *args, env={**VERBS, "PAPCOLL_COPY_THRESHOLD": "4096"}, timeout=900)
-    assert res.returncode == 0, res.stdout[-4000:]
-    assert res.stdout.count(done) == (1 if done.startswith("MISMATCH") else 3), \
-        res.stdout[-4000:]
