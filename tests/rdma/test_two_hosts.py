@@ -8,8 +8,6 @@ fail: CI must really run them (scripts/test does, in its last step).
 """
 import os
 import re
-import subprocess
-import sys
 
 import pytest
 
@@ -40,18 +38,11 @@ def two_hosts():
     pytest.skip(f"{why}; run inside scripts/softroce-vm --hosts 2")
 
 
-def test_info_chooses_verbs():
-    env = {**os.environ, "PAPCOLL_TRANSPORT": ""}
-    res = subprocess.run([sys.executable, "-m", "papcoll", "info"], env=env, capture_output=True,
-                         text=True, timeout=300)
-    assert res.returncode == 0, res.stdout + res.stderr
-    assert "chosen: verbs" in res.stdout, res.stdout
-
-
 def test_across_hosts(run_mpi, two_hosts):
     """One job for the workers that need nothing but the fabric (under emulation its start-up
     across the hosts, ~80 s, is more than most of them take: tests/mpi/chain.py):
     - the topology: MPI's shared-memory split finds the two hosts, verbs on rxe0 everywhere;
+    - `python -m papcoll info` chooses verbs with PAPCOLL_TRANSPORT unset;
     - the quick correctness matrix of every one-sided and hierarchical algorithm;
     - PAP order, the late rank (3) on the second host, the early ones on both;
     - Alltoallv and a persistent request, blocks on both sides of a small slot."""
@@ -59,7 +50,8 @@ def test_across_hosts(run_mpi, two_hosts):
     order = ["pap_direct_copy", "pap_direct_zcopy", "direct"]
     small_slot = "PAPCOLL_COPY_THRESHOLD=4096"
     res = run_mpi(N, "chain.py", *chain(
-        ["hosts.py"], [*quick, "matrix.py", *ALGORITHMS], ["pap.py", "order", *order],
+        ["hosts.py"], ["PAPCOLL_TRANSPORT=", "-m", "papcoll", "info"],
+        [*quick, "matrix.py", *ALGORITHMS], ["pap.py", "order", *order],
         [small_slot, "vcalls.py", "v", "pap_direct", 20],
         [small_slot, "requests.py", "persistent", "pap_direct", 30]), env=REAL, timeout=2400)
     out = res.stdout
@@ -67,7 +59,7 @@ def test_across_hosts(run_mpi, two_hosts):
     h1, h2 = two_hosts
     for line in (f"HOSTS {h1},{h1},{h2},{h2}", "SHARED 2,2,2,2",
                  "TRANSPORTS " + ",".join(["verbs:rxe0"] * N),
-                 "TOPOLOGY nodes=[[0, 1], [2, 3]] emulated=False"):
+                 "TOPOLOGY nodes=[[0, 1], [2, 3]] emulated=False", "chosen: verbs"):
         assert line in out, out[-4000:]
     for name in ALGORITHMS:
         assert f"PASS {name}:" in out, out[-3000:]
