@@ -71,3 +71,14 @@ def chain(*steps):
     for step in steps:
         words += [*(["--"] if words else []), *map(str, step)]
     return words
+
+
+def assert_pap_order(out, names):
+    """``tests/mpi/pap.py order NAME...``'s verdict in its output ``out``: for each name, both
+    early ranks' ORDER lines; a PAP algorithm lets them finish among themselves (held up
+    nothing), Direct's step order makes them wait for the late rank."""
+    for name in names:
+        lines = [line for line in out.splitlines() if line.startswith(f"ORDER {name} ")]
+        assert len(lines) == 2, out[-4000:]
+        held = [("held up nothing" not in line) for line in lines]
+        assert all(held) if name == "direct" else not any(held), lines

@@ -12,7 +12,7 @@ import re
 import pytest
 
 import faultmatrix
-from launcher import chain, hosts, placement
+from launcher import assert_pap_order, chain, hosts, placement
 
 pytestmark = [pytest.mark.rdma, pytest.mark.two_hosts]
 
@@ -64,11 +64,7 @@ def test_across_hosts(run_mpi, two_hosts):
     for name in ALGORITHMS:
         assert f"PASS {name}:" in out, out[-3000:]
     assert "transport verbs" in out
-    for name in order:
-        lines = [line for line in out.splitlines() if line.startswith(f"ORDER {name} ")]
-        assert len(lines) == 2, out[-4000:]
-        held = [("held up nothing" not in line) for line in lines]
-        assert all(held) if name == "direct" else not any(held), lines
+    assert_pap_order(out, order)
     for done in ("V ok", "PERSISTENT ok"):
         assert out.count(done) == N, out[-4000:]
 

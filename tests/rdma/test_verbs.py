@@ -7,7 +7,7 @@ stays at 2..4, and the workers of one N share a job (tests/mpi/chain.py)."""
 import pytest
 
 import faultmatrix
-from launcher import chain
+from launcher import assert_pap_order, chain
 
 pytestmark = pytest.mark.rdma
 
@@ -93,11 +93,7 @@ def test_four_ranks_over_verbs(run_mpi):
                   env=VERBS, timeout=2400)
     assert res.returncode == 0, res.stdout[-6000:]
     assert_matrix(res.stdout)
-    for name in names:
-        lines = [line for line in res.stdout.splitlines() if line.startswith(f"ORDER {name} ")]
-        assert len(lines) == 2, res.stdout[-4000:]
-        held = [("held up nothing" not in line) for line in lines]
-        assert all(held) if name == "direct" else not any(held), lines
+    assert_pap_order(res.stdout, names)
 
 
 MISMATCHES = [("pap_direct", 8, 16), ("pap_direct", 8, 1 << 17), ("direct", 16, 0),
