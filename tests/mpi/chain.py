@@ -43,7 +43,7 @@ def run(env, target, args):
     os.environ.update(env)
     try:
         if target == "-m":
-            sys.argv = [args[0], *args[1:]]
+            sys.argv = list(args)
             runpy.run_module(args[0], run_name="__main__", alter_sys=True)
         else:
             path = os.path.join(HERE, target)
