@@ -4,7 +4,8 @@
 tests/mpi) or ``[NAME=VALUE...] -m MODULE ARGS...``. Each step runs as its own ``__main__``
 with its ``sys.argv`` and with its variables set in the environment, restored after it; papcoll
 reads its settings when a Communicator is made, so a step's settings are its own. Every rank
-meets at a barrier after each step, then rank 0 prints ``CHAIN <k> done: <step>``.
+meets at a barrier after each step, then rank 0 prints ``CHAIN <k> done in <seconds> s: <step>``
+(the seconds from the previous barrier: where a slow job's time went).
 
 Why: in the emulated SoftRoCE guests a rank's start-up (the interpreter, numpy, libmpi) is
 about 27 s of CPU, more than most workers' own work, so the RDMA tests put the workers of one
@@ -14,6 +15,7 @@ that exits with a non-zero status ends it with that status: a failure is never p
 import os
 import runpy
 import sys
+import time
 
 from mpi4py import MPI
 
@@ -60,9 +62,11 @@ def run(env, target, args):
                 os.environ[name] = value
 
 
+started = time.monotonic()
 for k, (env, target, args) in enumerate(steps(sys.argv[1:]), 1):
     run(env, target, args)
     MPI.COMM_WORLD.Barrier()
     if MPI.COMM_WORLD.Get_rank() == 0:
         words = [f"{n}={v}" for n, v in env.items()] + [target, *args]
-        print(f"CHAIN {k} done: {' '.join(words)}", flush=True)
+        took, started = time.monotonic() - started, time.monotonic()
+        print(f"CHAIN {k} done in {took:.1f} s: {' '.join(words)}", flush=True)
