@@ -31,7 +31,10 @@ def placement(n):
     if not names:
         return []
     per_host = -(-n // len(names))
-    return ["-hosts", ",".join(f"{name}:{per_host}" for name in names)]
+    slots = ",".join(f"{name}:{per_host}" for name in names)
+    if OPEN_MPI:                   # without --map-by, PRRTE put all four ranks on the first host
+        return ["--host", slots, "--map-by", f"ppr:{per_host}:node"]
+    return ["-hosts", slots]
 
 
 def mpirun(n, script, *args, env=None, timeout=300, flags=()):
