@@ -100,26 +100,21 @@ MISMATCHES = [("pap_direct", 8, 16), ("pap_direct", 8, 1 << 17), ("direct", 16, 
               ("pap_direct_zcopy", 8, 16)]
 
 
-def test_calls_that_disagree_raise_over_verbs(run_mpi):
-    """Each disagreement raises on every rank, names the calls and leaves the Communicator
-    unusable; the next Communicator, in the same job, works."""
-    steps = [["mismatch.py", "mismatch", name, a, b] for name, a, b in MISMATCHES]
-    res = run_mpi(3, "chain.py", *chain(*steps), env={**VERBS, "PAPCOLL_TIMEOUT": "30"},
-                  timeout=1500)
-    assert res.returncode == 0, res.stdout[-4000:]
-    assert res.stdout.count("MISMATCH OK") == len(MISMATCHES), res.stdout[-4000:]
-
-
-def test_a_write_failing_mid_call_is_named_and_close_releases_everything(run_mpi):
-    """On the zero-copy direct, then on the copy-based pap_direct_copy: the refused write is
-    named, and close gives the device back every resource (the next Communicator starts from
-    the same counts)."""
+def test_a_failing_write_and_calls_that_disagree_over_verbs(run_mpi):
+    """One job of three ranks. First a write refused mid-call, on the zero-copy direct and then
+    on the copy-based pap_direct_copy: it is named, and close gives the device back every
+    resource (the next Communicator starts from the same counts). Then each disagreement
+    raises on every rank, names the calls and leaves its Communicator unusable; the next
+    Communicator works."""
     names = ["direct", "pap_direct_copy"]
-    res = run_mpi(3, "chain.py", *chain(*[["verbs_fault.py", name] for name in names]),
-                  env={**VERBS, "PAPCOLL_TIMEOUT": "20"}, timeout=1200)
+    steps = [*(["PAPCOLL_TIMEOUT=20", "verbs_fault.py", name] for name in names),
+             *(["PAPCOLL_TIMEOUT=30", "mismatch.py", "mismatch", name, a, b]
+               for name, a, b in MISMATCHES)]
+    res = run_mpi(3, "chain.py", *chain(*steps), env=VERBS, timeout=2400)
     assert res.returncode == 0, res.stdout[-4000:]
     for name in names:
         assert f"FAULT OK {name}" in res.stdout, res.stdout[-4000:]
+    assert res.stdout.count("MISMATCH OK") == len(MISMATCHES), res.stdout[-4000:]
 
 
 # A sample of the fault matrix (tests/faultmatrix.py) over verbs: kills, a stop and a
