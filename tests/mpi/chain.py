@@ -68,5 +68,6 @@ for k, (env, target, args) in enumerate(steps(sys.argv[1:]), 1):
     MPI.COMM_WORLD.Barrier()
     if MPI.COMM_WORLD.Get_rank() == 0:
         words = [f"{n}={v}" for n, v in env.items()] + [target, *args]
-        took, started = time.monotonic() - started, time.monotonic()
-        print(f"CHAIN {k} done in {took:.1f} s: {' '.join(words)}", flush=True)
+        now = time.monotonic()
+        print(f"CHAIN {k} done in {now - started:.1f} s: {' '.join(words)}", flush=True)
+        started = now
