@@ -78,6 +78,18 @@ int pc_ibv_open(struct pc_ibv *v, struct pc_xport *x, const char *device, int po
     if ((v->fixed_mr = pc_ibv_register(v, fixed, fixed_len, 1)) == NULL ||
         (inbox != NULL && (v->inbox_mr = pc_ibv_register(v, inbox, inbox_len, 1)) == NULL))
         return failed(what, "ibv_reg_mr");
+    /* A staging ring per peer (index q, mine unused), for writes papcoll_verbs.c copies. */
+    size_t ring = PC_IBV_STAGE / peers / 64 * 64;   /* 4 writes at least: room to spare */
+    ring = ring < PC_IBV_RING ? ring : PC_IBV_RING;
+    ring = ring > 4 * PC_IBV_INLINE ? ring : 4 * PC_IBV_INLINE;
+    x->stage_bytes = (uint32_t)ring;
+    x->bcopy_max = ring / 4 < PC_IBV_BCOPY ? (uint32_t)ring / 4 : PC_IBV_BCOPY;
+    if ((v->stage = aligned_alloc(64, n * x->stage_bytes)) == NULL)
+        return errno = ENOMEM, failed(what, "allocating the staging rings");
+    if ((v->stage_mr = pc_ibv_register(v, v->stage, n * x->stage_bytes, 0)) == NULL)
+        return failed(what, "ibv_reg_mr");
+    x->stage = v->stage;
+    x->stage_lkey = v->stage_mr->lkey;
     struct ibv_qp_init_attr init = {
         .send_cq = v->send_cq, .recv_cq = v->recv_cq, .qp_type = IBV_QPT_RC, .sq_sig_all = 0,
         .cap = {.max_send_wr = sends, .max_recv_wr = recvs, .max_send_sge = 1,
@@ -171,6 +183,8 @@ void pc_ibv_close(struct pc_ibv *v)
         ibv_dereg_mr(v->inbox_mr);
     if (v->fixed_mr != NULL)
         ibv_dereg_mr(v->fixed_mr);
+    if (v->stage_mr != NULL)
+        ibv_dereg_mr(v->stage_mr);
     if (v->send_cq != NULL)
         ibv_destroy_cq(v->send_cq);
     if (v->recv_cq != NULL)
@@ -179,6 +193,7 @@ void pc_ibv_close(struct pc_ibv *v)
         ibv_dealloc_pd(v->pd);
     if (v->ctx != NULL)
         ibv_close_device(v->ctx);
+    free(v->stage);
     free(v->qps);
     free(v->psns);
     free(v->order);

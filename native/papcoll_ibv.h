@@ -13,6 +13,9 @@
 #include "papcoll_xport.h"
 
 #define PC_IBV_INLINE 64        /* bytes written inline: their source needs no registration */
+#define PC_IBV_BCOPY 8192       /* ... and up to this many, copied into a staging ring first */
+#define PC_IBV_STAGE (2u << 20) /* bytes of staging rings at most, split among the peers */
+#define PC_IBV_RING (64u << 10) /* ... and at most this many per peer */
 
 struct ibv_context;
 struct ibv_pd;
@@ -25,6 +28,8 @@ struct pc_ibv {
     struct ibv_cq *send_cq, *recv_cq;
     struct ibv_qp **qps;              /* n; NULL at me */
     struct ibv_mr *fixed_mr, *inbox_mr; /* inbox_mr: NULL where the inbox is in fixed */
+    char *stage;                      /* the staging rings, n of x->stage_bytes (x->stage) */
+    struct ibv_mr *stage_mr;          /* their registration, for the device's reads only */
     uint32_t *psns;                   /* n: my first packet sequence number per QP */
     uint32_t *order;                  /* n - 1 peers by ascending QP number (x->qp_order) */
     uint8_t port, gid[16];
@@ -35,8 +40,8 @@ struct pc_ibv {
 /* Open device (by name) at port, with GID gid_index, for x (kind PC_VERBS, n, me and peers
  * set): the context, PD, CQs, the registration of fixed (fixed_len bytes: adverts, maybe the
  * inbox, then 8 bytes of scratch at its end) and of inbox unless it is NULL (then the inbox
- * lies in fixed), and a QP per peer of sends send and recvs receive entries; x's verbs fields
- * are filled. 0, or -errno with *what naming the step that failed; pc_ibv_close undoes
+ * lies in fixed), a staging ring per peer, and a QP per peer of sends send and recvs receive
+ * entries; x's verbs fields are filled. 0, or -errno with *what naming the step that failed; pc_ibv_close undoes
  * either. */
 int pc_ibv_open(struct pc_ibv *v, struct pc_xport *x, const char *device, int port,
                 int gid_index, void *fixed, size_t fixed_len, void *inbox, size_t inbox_len,

@@ -286,9 +286,10 @@ static PyObject *xport_vstats(XPort *self, void *closure)
 {
     (void)closure;
     const struct pc_vstats *s = &self->x.vstats;
-    return Py_BuildValue("{sKsKsKsKsKsK}", "send_wrs", s->send_wrs, "recv_wrs", s->recv_wrs,
-                         "send_cqes", s->send_cqes, "recv_cqes", s->recv_cqes, "polls",
-                         s->polls, "empty_polls", s->empty_polls);
+    return Py_BuildValue("{sKsKsKsKsKsKsK}", "send_wrs", s->send_wrs, "recv_wrs",
+                         s->recv_wrs, "send_cqes", s->send_cqes, "recv_cqes", s->recv_cqes,
+                         "polls", s->polls, "empty_polls", s->empty_polls, "bcopies",
+                         s->bcopies);
 }
 
 static PyObject *xport_closed(XPort *self, void *closure)
@@ -331,6 +332,8 @@ static PyMemberDef xport_members[] = {
     X_MEMBER("failed_peer", T_PYSSIZET, failed_peer, READONLY, "the last failure's peer"),
     X_MEMBER("failed_status", T_INT, failed_status, READONLY, "its completion status or MPI error"),
     X_MEMBER("failed_vendor", T_INT, failed_vendor, READONLY, "its vendor error"),
+    X_MEMBER("bcopy_max", T_UINT, bcopy_max, READONLY,
+             "verbs: the longest write whose source needs no registration (copied at its post)"),
     X_MEMBER("deadline", T_LONGLONG, deadline, 0,
              "CLOCK_MONOTONIC ns after which a put waiting for room gives up (0: no wait)"),
     {NULL, 0, 0, 0, NULL},

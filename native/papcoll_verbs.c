@@ -41,6 +41,50 @@ static int has_room(void *what)
     return rc < 0 ? rc : r->p->posted + 1 > r->x->depth ? PC_IDLE : PC_DONE;
 }
 
+/* A wait of stage for the staging ring's bytes up to end, freed by completions. */
+struct ring_room {
+    struct pc_xport *x;
+    const struct pc_vpeer *p;
+    uint64_t end;
+};
+
+static int ring_free(void *what)
+{
+    const struct ring_room *r = what;
+    int rc = pc_xport_poll(r->x);
+    return rc < 0 ? rc : r->end - r->p->stage_tail > r->x->stage_bytes ? PC_IDLE : PC_DONE;
+}
+
+/* Copy len bytes of src into peer's staging ring, contiguous (a block that would wrap starts
+ * the ring over, the bytes skipped freed with it): where they are, or 0 with *rc set. Each
+ * staged write is signalled, and its completion frees the ring up to its end (*end); a QP's
+ * completions come in order, so the ring's bytes are freed in the order they were taken. */
+static uint64_t stage(struct pc_xport *x, size_t peer, const void *src, size_t len,
+                      uint64_t *end, int *rc)
+{
+    struct pc_vpeer *p = &x->peers[peer];
+    uint64_t at = p->stage_head, bytes = x->stage_bytes;
+    if (at % bytes + len > bytes)
+        at += bytes - at % bytes;
+    if (at + len - p->stage_tail > bytes) {
+        struct ring_room r = {x, p, at + len};
+        *rc = pc_wait(ring_free, &r, x->deadline, 0);
+        if (*rc == -ETIMEDOUT)
+            x->failed_peer = peer;
+        if (*rc < 0)
+            return 0;
+    }
+    char *to = x->stage + peer * bytes + at % bytes;
+    memcpy(to, src, len);
+    p->stage_head = *end = at + len;
+    x->vstats.bcopies++;
+    return (uint64_t)(uintptr_t)to;
+}
+
+/* A write's wr_id: how many entries its completion retires, and a staged write's ring end. */
+#define PCV_STAGED (1ull << 31)
+#define PCV_RETIRES(id) ((uint32_t)((id) & (PCV_STAGED - 1)))
+
 int pc_verbs_put(struct pc_xport *x, size_t peer, int dest, uint64_t offset, uint32_t rkey,
                  const void *src, size_t len, uint32_t lkey, int kind, uint64_t seq,
                  uint32_t code, int signal)
@@ -51,7 +95,8 @@ int pc_verbs_put(struct pc_xport *x, size_t peer, int dest, uint64_t offset, uin
     memset(&wr, 0, sizeof wr);
     wr.sg_list = &sge;
     wr.num_sge = 1;
-    int copied = len <= PC_IBV_INLINE;    /* the device is done with src at the post */
+    int copied = len <= x->bcopy_max;     /* the device is done with src at the post */
+    int staged = len > PC_IBV_INLINE && copied;
     if (len == 0) {                       /* a notice alone: an empty SGE */
         sge.addr = x->scratch;
         sge.lkey = x->scratch_lkey;
@@ -76,7 +121,7 @@ int pc_verbs_put(struct pc_xport *x, size_t peer, int dest, uint64_t offset, uin
     }
     /* The send queue holds depth entries; one must stay free to signal a completion. A source
      * read later is in use until a completion says otherwise. */
-    if (!copied || (!signal && p->unsignaled + 1 >= x->depth / 2))
+    if (!copied || staged || (!signal && p->unsignaled + 1 >= x->depth / 2))
         signal = 1;
     if (p->posted + 1 > x->depth) {       /* full: wait for completions to retire entries */
         struct room r = {x, p};
@@ -86,9 +131,17 @@ int pc_verbs_put(struct pc_xport *x, size_t peer, int dest, uint64_t offset, uin
         if (rc < 0)
             return rc;
     }
+    wr.wr_id = p->unsignaled + 1;         /* how many entries its completion retires */
+    if (staged) {
+        uint64_t end;
+        int rc;
+        if ((sge.addr = stage(x, peer, src, len, &end, &rc)) == 0)
+            return rc;
+        sge.lkey = x->stage_lkey;
+        wr.wr_id |= PCV_STAGED | (uint64_t)(uint32_t)end << 32;
+    }
     if (signal)
         wr.send_flags |= IBV_SEND_SIGNALED;
-    wr.wr_id = p->unsignaled + 1;         /* how many entries its completion retires */
     struct ibv_send_wr *bad;
     int rc = ibv_post_send(p->qp, &wr, &bad);
     if (rc)
@@ -131,9 +184,11 @@ static int poll_sends(struct pc_xport *x, uint64_t *found)
             if (wc[i].status)
                 return pc_xport_fail(x, peer, wc[i].status, (int)wc[i].vendor_err);
             struct pc_vpeer *p = &x->peers[peer];
-            uint32_t retires = (uint32_t)wc[i].wr_id;
+            uint32_t retires = PCV_RETIRES(wc[i].wr_id);
             p->posted -= retires;
             p->reading = p->reading > retires ? p->reading - retires : 0;
+            if (wc[i].wr_id & PCV_STAGED)  /* its ring end, from its low 32 bits */
+                p->stage_tail += (uint32_t)((wc[i].wr_id >> 32) - (uint32_t)p->stage_tail);
         }
     }
     return got < 0 ? pc_xport_fail(x, x->n, got, 0) : 0;

@@ -73,6 +73,7 @@ int pc_xport_close(struct pc_xport *x, int64_t timeout_ns)
     x->peers = NULL;
     x->send_cq = x->recv_cq = NULL;
     x->qp_order = NULL;
+    x->stage = NULL;
     x->inbox_bytes = NULL;
     return rc;
 }

@@ -105,6 +105,7 @@ struct pc_vpeer {
     uint32_t unsignaled;            /* of which not signalled (retired by the next that is) */
     uint32_t reading;               /* of which the oldest, up to the last whose source the
                                      * device reads after its post (not inline, not empty) */
+    uint64_t stage_head, stage_tail; /* staging ring: bytes taken, and freed by completions */
 };
 
 #define PC_MPI_REQS 8   /* requests in flight per peer: a call makes at most 4 (advert, its
@@ -125,6 +126,7 @@ struct pc_vstats {
     uint64_t send_wrs, recv_wrs;    /* work requests posted: writes, receives (re-)posted */
     uint64_t send_cqes, recv_cqes;  /* completions reaped */
     uint64_t polls, empty_polls;    /* pc_verbs_poll calls, and those that found nothing */
+    uint64_t bcopies;               /* writes copied into a staging ring */
 };
 
 struct pc_xport {
@@ -137,6 +139,9 @@ struct pc_xport {
     uint64_t scratch;            /* 8 bytes in the fixed MR, for empty writes and receives */
     uint32_t scratch_lkey;
     uint32_t depth;              /* send queue entries per QP */
+    char *stage;                 /* a staging ring of stage_bytes per peer (index: the peer) */
+    uint32_t stage_bytes, stage_lkey;
+    uint32_t bcopy_max;          /* writes above PC_IBV_INLINE up to this go through it */
     const uint32_t *qp_order;    /* indices of peers by ascending qp_num (completions) */
     struct pc_vstats vstats;
     /* mpi */
@@ -151,12 +156,15 @@ struct pc_xport {
     int failed_status, failed_vendor;
 };
 
-/* Write len bytes from src (lkey: its registration; 0 for inline-sized data) to the peer's
+/* Write len bytes from src (lkey: its registration; 0 for data up to bcopy_max) to the peer's
  * dest (PC_TO_*: offset in the area, or remote address + key), with a notice if kind >= 0
  * (seq, code). signal: a verbs completion is wanted for this write: earlier unsignalled ones
  * are retired with it. A write whose source the device reads after the post (longer than
- * PC_IBV_INLINE) is always signalled, so that pc_xport_complete can see it done; one copied at
- * its post (inline, or empty) needs no completion, and gets one only every depth / 2. MPI: the
+ * bcopy_max) is always signalled, so that pc_xport_complete can see it done; one copied at
+ * its post (inline, or empty) needs no completion, and gets one only every depth / 2. One
+ * copied into the peer's staging ring (longer than PC_IBV_INLINE, up to bcopy_max) is
+ * signalled too, its completion freeing its bytes there, but nobody waits for it: its source
+ * is free at the post, as an inline write's is, without the device's limit on inline data. MPI: the
  * data is put now, its notice queued until pc_xport_flush finds the data complete. Returns 0
  * or -errno (-EIO: failed_* say why; -EMSGSIZE: the peer's inbox is smaller, failed_peer). */
 int pc_xport_put(struct pc_xport *x, size_t peer, int dest, uint64_t offset, uint32_t rkey,

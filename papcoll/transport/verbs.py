@@ -7,7 +7,10 @@ generated only after the data is placed, so the notice can never overtake its da
 boards are therefore plain local memory, updated from the receive CQ, and never remotely
 writable. What peers may write (remote write access) is exactly the adverts + inbox region and
 the exposed receive buffers; nothing is remotely readable. Send sources are registered for
-local access through a second registration cache; up to 64 bytes they go inline.
+local access through a second registration cache, except short ones: up to 64 bytes a write
+goes inline, and up to ``bcopy_max`` (8 KiB, less with many peers) the native core copies it
+into a registered staging ring per peer first. Either way its source is free at the post, so
+the call never waits for the peer's acknowledgement (one more round trip) to return.
 
 The native core makes and owns every resource with libibverbs (papcoll._native.XPort,
 native/papcoll_ibv.c), and runs the hot path (native/papcoll_verbs.c): it posts work requests
@@ -35,7 +38,7 @@ from .regcache import RegistrationCache, owner
 
 _RECVS_PER_PEER = 16        # a peer has at most a few notices in flight to me (one epoch ahead)
 _SENDS_PER_PEER = 64
-_INLINE = 64                # bytes written inline (native PC_IBV_INLINE: no registration needed)
+_INLINE = 64                # bytes written inline (native PC_IBV_INLINE; the bare verbs loop's)
 
 
 def _pyverbs():
@@ -158,7 +161,10 @@ class VerbsTransport(Transport):
     def advert_area(self):
         return self._local.fixed
 
-    inline = _INLINE           # sources up to this many bytes need no registration
+    @property
+    def inline(self):
+        """Sources up to this many bytes need no registration (copied at the post)."""
+        return self._local.x.bcopy_max
 
     def expose(self, array):
         L = self._local
@@ -167,8 +173,8 @@ class VerbsTransport(Transport):
         return L.exposed.get(array)[0]
 
     def source_key(self, data):
-        """The lkey a write from ``data`` needs: 0 when it goes inline."""
-        if data.nbytes <= _INLINE:
+        """The lkey a write from ``data`` needs: 0 when it is copied at the post."""
+        if data.nbytes <= self.inline:
             return 0
         return self._local.sources.get(_whole(data)).lkey
 

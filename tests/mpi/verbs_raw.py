@@ -3,8 +3,8 @@
 
 Writes into the inbox and into an exposed buffer (an empty one too), with and without a notice;
 checks the bytes and the notice words (sequence number, signature code and the length the
-completion reports); sequence numbers past the immediate's bits; then makes a write fail (a
-wrong rkey) and checks the error carries the device's completion status text. Rank 0 prints
+completion reports); writes through the staging ring; sequence numbers past the immediate's
+bits; then makes a write fail (a wrong rkey) and checks the error carries the device's completion status text. Rank 0 prints
 RAW OK.
 """
 import gc
@@ -83,14 +83,35 @@ at = (1 * size + left) * SLOT
 assert np.array_equal(t.inbox[at:at + SLOT], np.arange(SLOT, dtype=np.uint8) ^ left)
 
 # 2. Expose a receive buffer, advertise it, and write into it from the left neighbour.
-recv = np.zeros(4096 + 3, np.uint8)
+BIG = t.inline + 3                  # above what is copied at the post: a registered source
+recv = np.zeros(BIG, np.uint8)
 descriptor = advertise(t.expose(recv), 1)
 assert descriptor.nbytes == recv.nbytes
-payload = np.full(4096 + 3, rank + 1, np.uint8)            # above the inline size: registered
+payload = np.full(BIG, rank + 1, np.uint8)
 put(right, xport.TO_EXPOSED, descriptor.address, payload, notice=(DATA, 2, 7),
     rkey=descriptor.rkey)
-assert wait_notice(DATA, left, 2) == notice_word(2, 7, 4096 + 3)
+assert wait_notice(DATA, left, 2) == notice_word(2, 7, BIG)
 assert (recv == left + 1).all(), recv[:8]
+complete()
+
+# 2a. Writes above the inline size, up to t.inline, go through the staging ring: their source
+# is free at the post (overwritten at once here), the ring wraps and fills (four rings' worth),
+# and the bytes that land are the ones posted.
+assert t.inline >= 4097, t.inline
+lengths = [65, 1000, t.inline, 4097] * 64
+ends = np.cumsum(lengths)
+stream = np.zeros(int(ends[-1]), np.uint8)
+theirs = advertise(t.expose(stream), 4)
+source = np.empty(t.inline, np.uint8)
+staged = x.vstats["bcopies"]
+for i, (end, n) in enumerate(zip(ends, lengths)):
+    source[:n] = (np.arange(end - n, end) * 7 + rank) % 251
+    put(right, xport.TO_EXPOSED, theirs.address + int(end - n), source[:n], rkey=theirs.rkey,
+        notice=(DATA, 5, 7) if i == len(lengths) - 1 else None)
+    source[:n] = 0                  # the write has its bytes already
+assert x.vstats["bcopies"] - staged == len(lengths)
+assert wait_notice(DATA, left, 5) == notice_word(5, 7, lengths[-1])
+assert np.array_equal(stream, (np.arange(stream.size) * 7 + left) % 251), "staged bytes differ"
 complete()
 
 # 2b. An empty receive buffer (a call of 0-byte blocks) registers nothing -- an MR cannot be
