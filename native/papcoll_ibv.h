@@ -41,8 +41,8 @@ struct pc_ibv {
  * set): the context, PD, CQs, the registration of fixed (fixed_len bytes: adverts, maybe the
  * inbox, then 8 bytes of scratch at its end) and of inbox unless it is NULL (then the inbox
  * lies in fixed), a staging ring per peer, and a QP per peer of sends send and recvs receive
- * entries; x's verbs fields are filled. 0, or -errno with *what naming the step that failed; pc_ibv_close undoes
- * either. */
+ * entries; x's verbs fields are filled. 0, or -errno with *what naming the step that failed;
+ * pc_ibv_close undoes either. */
 int pc_ibv_open(struct pc_ibv *v, struct pc_xport *x, const char *device, int port,
                 int gid_index, void *fixed, size_t fixed_len, void *inbox, size_t inbox_len,
                 uint32_t sends, uint32_t recvs, const char **what);

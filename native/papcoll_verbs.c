@@ -187,7 +187,7 @@ static int poll_sends(struct pc_xport *x, uint64_t *found)
             uint32_t retires = PCV_RETIRES(wc[i].wr_id);
             p->posted -= retires;
             p->reading = p->reading > retires ? p->reading - retires : 0;
-            if (wc[i].wr_id & PCV_STAGED)  /* its ring end, from its low 32 bits */
+            if (wc[i].wr_id & PCV_STAGED)  /* its ring end's low 32 bits: the rest is the tail's */
                 p->stage_tail += (uint32_t)((wc[i].wr_id >> 32) - (uint32_t)p->stage_tail);
         }
     }

@@ -164,9 +164,9 @@ struct pc_xport {
  * its post (inline, or empty) needs no completion, and gets one only every depth / 2. One
  * copied into the peer's staging ring (longer than PC_IBV_INLINE, up to bcopy_max) is
  * signalled too, its completion freeing its bytes there, but nobody waits for it: its source
- * is free at the post, as an inline write's is, without the device's limit on inline data. MPI: the
- * data is put now, its notice queued until pc_xport_flush finds the data complete. Returns 0
- * or -errno (-EIO: failed_* say why; -EMSGSIZE: the peer's inbox is smaller, failed_peer). */
+ * is free at the post, as an inline write's is, without the device's limit on inline data.
+ * MPI: the data is put now, its notice queued until pc_xport_flush finds the data complete.
+ * Returns 0 or -errno (-EIO: failed_* say why; -EMSGSIZE: the peer's inbox is smaller, failed_peer). */
 int pc_xport_put(struct pc_xport *x, size_t peer, int dest, uint64_t offset, uint32_t rkey,
                  const void *src, size_t len, uint32_t lkey, int kind, uint64_t seq,
                  uint32_t code, int signal);
