@@ -9,7 +9,11 @@ process's call: its thread CPU time (``time.thread_time``: the library's work in
 its spinning included, not the time it slept) and its wall time. The late role rotates over the
 ranks. With ``--counts`` it also counts, per late call, what papcoll's verbs transport did --
 work requests posted (writes, receives re-posted), completions reaped, polls and the polls
-that found nothing -- and what its native waits did: looks, yields, sleeps. The same for
+that found nothing -- and what its native waits did: looks, yields, sleeps. With ``--posted``
+it times only the part of the late call up to its writes' posts: the call made as a request
+(``Ialltoall``; a persistent one's ``Start``) and tested once -- one pass of the engine, which
+writes to every peer, all of them there already -- and its counts are those of that part; the
+wait that follows is untimed. The same for
 ``mpi`` (the MPI library's own alltoall, whose late process also finds
 everything there) gives the baseline. What remains in the late call is the library: scanning
 for arrivals, copying out, posting the writes, reaping their completions -- plus what the
@@ -49,6 +53,9 @@ def add_arguments(parser):
     parser.add_argument("--counts", action="store_true",
                         help="also count, per late call, the verbs transport's work requests, "
                              "completions and polls, and the native waits' yields and sleeps")
+    parser.add_argument("--posted", action="store_true",
+                        help="time the late call only up to its writes' posts: the request "
+                             "made or started, and tested once; the wait untimed")
     parser.add_argument("--delay", type=float, default=3e-3,
                         help="seconds the late process waits before its call (default 0.003)")
 
@@ -56,7 +63,9 @@ def add_arguments(parser):
 def measure(pc, call, bufs, iterations, delay, check=True, counts=None):
     """Mean (CPU, wall) seconds of the late process's call, over the iterations (collective);
     ``check``: the warm-up call's result is checked. ``counts``: a function returning {name:
-    count so far}; its mean growth per late call is returned third ({} without)."""
+    count so far}; its mean growth per late call is returned third ({} without). A ``call``
+    with ``finish`` (:class:`Posted`) is timed and counted up to its ``finish()`` only."""
+    finish = getattr(call, "finish", lambda: None)
     rank, size = pc.Get_rank(), pc.Get_size()
     send, recv, want = bufs
     cpu = wall = 0.0
@@ -74,6 +83,7 @@ def measure(pc, call, bufs, iterations, delay, check=True, counts=None):
             wall += time.perf_counter() - w0
             for key, n in (counts() if counts else {}).items():
                 grew[key] = grew.get(key, 0) + n - before[key]
+        finish()
         if check and not it and not np.array_equal(recv, want):
             raise AssertionError("wrong data in a checked call")
     cpu, wall = (pc.allreduce(x) / (iterations or 1) for x in (cpu, wall))
@@ -109,7 +119,7 @@ def run(args):
         names = args.algorithms or list(dict.fromkeys(["mpi", *papcoll.algorithms, AUTO]))
         names, skipped = usable_algorithms(pc, names)
         if rank == 0:
-            print(f"# papcoll cost ({args.variant}): N={size}, transport {chosen_transport()}, "
+            print(f"# papcoll cost ({args.variant}{', up to the posts' if args.posted else ''}): N={size}, transport {chosen_transport()}, "
                   f"{args.iterations} late calls per cell, late by {args.delay * 1e3:g} ms")
             for name, why in skipped.items():
                 print(f"# skipped {name}: {why}")
@@ -118,9 +128,11 @@ def run(args):
             bufs = buffers(rank, size, nbytes)
             base = None
             for name in names:
-                call = caller(pc, name, args.variant)
+                call = Posted(pc, name, args.variant) if args.posted else \
+                    caller(pc, name, args.variant)
                 if args.counts:
                     call(*bufs[:2])          # the algorithm and its transport exist from here
+                    getattr(call, "finish", lambda: None)()
                 cpu, wall, counted = measure(pc, call, bufs, args.iterations, args.delay,
                                              counts=counter(pc, name) if args.counts else None)
                 getattr(call, "free", lambda: None)()
@@ -133,6 +145,33 @@ def run(args):
                 cpu, wall, _ = bare_verbs(world, nbytes, bufs, args)
                 report(rank, nbytes, "bare verbs loop", cpu, wall, base)
     return 0
+
+
+class Posted:
+    """A call of ``name`` (``variant`` alltoall or persistent) split where its writes are
+    posted: ``self(send, recv)`` makes it as a request (``Ialltoall``; a persistent one's
+    ``Start``, the request made at the first call) and tests it once; ``finish()`` waits."""
+
+    def __init__(self, pc, name, variant):
+        if variant == "persistent":
+            self.kept = caller(pc, name, variant)
+            self.begin = self.kept.started
+        else:
+            ialltoall = (lambda s, r: MPI.Intracomm.Ialltoall(pc, s, r)) if name == "mpi" else \
+                (lambda s, r: pc.Ialltoall(s, r, algorithm=name))
+            self.begin, self.kept = ialltoall, None
+        self.request = None
+
+    def __call__(self, send, recv):
+        self.request = self.begin(send, recv)
+        self.request.Test()
+
+    def finish(self):
+        self.request.Wait()
+
+    def free(self):
+        if self.kept is not None:
+            self.kept.free()
 
 
 def report(rank, nbytes, name, cpu, wall, base):

@@ -94,11 +94,15 @@ class Persistent:
         self.init, self.request, self.buffers = init, None, None
 
     def __call__(self, send, recv):
+        self.started(send, recv).Wait()
+
+    def started(self, send, recv):
+        """The request on these buffers, started."""
         if self.buffers is None or self.buffers[0] is not send or self.buffers[1] is not recv:
             self.free()
             self.request, self.buffers = self.init(send, recv), (send, recv)
         self.request.Start()
-        self.request.Wait()
+        return self.request
 
     def free(self):
         if self.request is not None:

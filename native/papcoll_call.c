@@ -139,19 +139,47 @@ static int run_segment(const struct pc_plan *p, const char *send, char *recv)
     return rc == 0 ? 1 : rc;
 }
 
-/* Copy-based PAP Direct by the engine, run for slice_ns: 1 done, or the engine's rc for the
- * call it left in calls[epoch % 2] (-ETIMEDOUT after the slice: the caller resumes it,
- * -EPROTO, a transport's failure). In place, the blocks go out of the plan's spare copy:
- * peers' blocks land in recv while mine for them may still be read. */
+static int zero_copy(const struct pc_plan *p)
+{
+    return p->kind == PC_PLAN_ENGINE && p->calls[0]->scheme != PC_COPY;
+}
+
+/* A zero-copy plan's start (its scheme's account: papcoll/algorithms/onesided.py): the next
+ * of the Exchange's zero-copy calls, sending its advert records only where my peers do not
+ * hold them already. */
+static uint64_t advertise(const struct pc_plan *p, uint64_t epoch)
+{
+    if (*p->first == 0)
+        *p->first = epoch;
+    for (int bank = 0; bank < 2; bank++)
+        p->calls[bank]->record_epoch = *p->first;
+    return ++*p->adverts;
+}
+
+/* PAP Direct by the engine, run for slice_ns: 1 done, or the engine's rc for the call it left
+ * in calls[epoch % 2] (-ETIMEDOUT after the slice: the caller resumes it, -EPROTO, a
+ * transport's failure). Copy-based in place, the blocks go out of the plan's spare copy:
+ * peers' blocks land in recv while mine for them may still be read. Zero-copy, peers write
+ * into recv itself. */
 static int run_engine(const struct pc_plan *p, const char *send, char *recv, int in_place,
                       int64_t slice_ns)
 {
     uint64_t epoch = ++*p->epoch;
     struct pc_xcall *c = p->calls[epoch % 2];
     size_t me = c->x->me, block = (size_t)p->nbytes / c->x->n;
-    pc_xcall_start(c, epoch, *p->adverts, p->sig, c->code, (int64_t)block);
-    c->out = recv;
-    if (in_place) {
+    int zcopy = zero_copy(p);
+    pc_xcall_start(c, epoch, zcopy ? advertise(p, epoch) : *p->adverts, p->sig, c->code,
+                   (int64_t)block);
+    c->out = zcopy ? NULL : recv;
+    if (zcopy) {
+        c->notice_only = *p->records == *p->first;
+        if (!c->notice_only)
+            pc_xcall_advert(c, 0, p->recv_at, p->recv_bytes, p->rkey);
+        *p->records = *p->first;
+        c->src = send;
+        c->lkey = p->lkey;
+        memcpy(recv + me * block, send + me * block, block);
+    } else if (in_place) {
         memcpy(p->spare, recv, (size_t)p->nbytes);
         c->src = p->spare;
     } else {
@@ -205,7 +233,9 @@ PyObject *pc_enter(struct pc_plan *p, PyObject *sendbuf, PyObject *recvbuf, enum
     int in_place;
     if (p == NULL || !p->armed || !hold(p->datatype, sendbuf, recvbuf, &s, &r, &in_place))
         return PyErr_Occurred() ? NULL : PyLong_FromLong(0);
-    if (!shaped(p, &r) || (!in_place && !shaped(p, &s))) {
+    if (!shaped(p, &r) || (!in_place && !shaped(p, &s)) ||
+        (zero_copy(p) && (in_place || (uintptr_t)r.buf != p->recv_at ||
+                          (uintptr_t)s.buf != p->send_at))) {   /* not what it registered */
         pc_release(&s, &r, in_place);
         return PyLong_FromLong(0);
     }

@@ -279,15 +279,16 @@ static int run_pass(void *what)
     return (rc = pc_xport_poll(x)) < 0 ? tell_all(c, rc) : PC_IDLE;
 }
 
-/* Zero-copy and PC_VAR: my advertisements, once a call (unsignalled: the data write
- * follows). 0 or -errno. */
+/* A call's beginning, once: my advertisements (zero-copy and PC_VAR; unsignalled: the data
+ * write follows), then one poll, so that a late process's first pass sees the notices that
+ * landed before it came, and writes to those peers there. 0 or -errno. */
 static int advertise(struct pc_xcall *c)
 {
     struct pc_xport *x = c->x;
     size_t n = x->n, me = x->me;
-    if ((!zero_copy(c) && c->scheme != PC_VAR) || c->advertised)
+    if (c->advertised)
         return 0;
-    for (size_t k = 1; k < n; k++) {
+    for (size_t k = 1; k < n && (zero_copy(c) || c->scheme == PC_VAR); k++) {
         size_t q = (me + k) % n, own = c->scheme == PC_VAR;
         if (own && !c->advertise[q])
             continue;
@@ -299,7 +300,7 @@ static int advertise(struct pc_xcall *c)
             return rc;
     }
     c->advertised = 1;
-    return 0;
+    return pc_xport_poll(x);
 }
 
 int pc_xcall_step(struct pc_xcall *c)

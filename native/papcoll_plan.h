@@ -151,6 +151,15 @@ struct pc_plan {
     struct pc_xcall *calls[2];
     uint64_t *adverts;
     char *spare;
+    /* PC_PLAN_ENGINE over zero-copy calls: a persistent request's, on its buffers only --
+     * recv_at (recv_bytes of it, registered for peers' writes under rkey) and send_at (its
+     * lkey; 0: copied at the post), never in place. Its advert records carry *first (its
+     * first start's epoch, 0 before it; the request's, which its other starts share), and
+     * a start sends its notices alone while *records (the Exchange's: whose records my
+     * peers hold, by that epoch) is *first. */
+    uint64_t *first, *records;
+    uint64_t recv_at, recv_bytes, send_at;
+    uint32_t rkey, lkey;
     /* PC_PLAN_MPI: the communicator's handle value (as in pc_mpi_open) */
     intptr_t comm;
     /* PC_PLAN_HIER: the algorithm's round counter, its masters' call counter (adverts:

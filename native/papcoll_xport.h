@@ -308,7 +308,7 @@ struct pc_xcall {
     const int *gate;
     uint8_t *unsent, *waiting;
     size_t next;                  /* step order: the next peer to write to (an offset) */
-    int advertised;
+    int advertised;               /* its beginning is done: my advertisements, a poll */
     int64_t *events;
     size_t nevents, max_events;
     int failed_in;

@@ -253,10 +253,14 @@ def make(ctx, persistent, w, sendbuf, recvbuf, algorithm):
         full = prepare(ctx, w, sendbuf, recvbuf, algorithm)
         plan = planned(ctx, site, full, sendbuf, recvbuf, algorithm)
     kept = Persistent() if persistent else None
+    if kept is not None and plan is None and w is None and full.algo is not None:
+        kept.plan = full.algo.persistent_plan(sendbuf, recvbuf, full.send, full.recv, kept)
 
     def start():
         nonlocal full
-        op = None if plan is None else plan.start(sendbuf, recvbuf, kept)
+        op = kept.start(sendbuf, recvbuf) if kept is not None else None
+        if op is None and plan is not None:
+            op = plan.start(sendbuf, recvbuf, kept)
         if op is None:                  # no plan, or disarmed since: the full path
             full = full or prepare(ctx, w, sendbuf, recvbuf, algorithm)
             op = begin(full, kept)

@@ -8,21 +8,46 @@ from mpi4py import MPI
 
 from .. import progress
 from ..native import xport
+from ..native.lib import counted, counter
 
 
 class Persistent:
     """What a persistent request keeps between its starts: the epoch of its first (its
-    advert records carry it) and the registration they describe (zero-copy); or ``mpi``'s
-    MPI persistent request, which ``free()`` frees."""
+    advert records carry it; a counter, which its plan reads too) and the registration the
+    records of its per-call path describe (zero-copy, ``where``); its own ``plan``, which
+    starts it in C on registrations of its buffers that it owns (Exchange.persistent); or
+    ``mpi``'s MPI persistent request. ``free()`` frees the last two."""
 
     def __init__(self):
-        self.epoch, self.where, self.request = 0, None, None
+        self.first_counter = counter()
+        self.where = self.plan = self.request = None
+
+    epoch = counted("first_counter")
 
     def first(self, epoch):
         self.epoch = self.epoch or epoch
         return self.epoch
 
+    def start(self, sendbuf, recvbuf):
+        """A start by its own plan: what the plan's ``start`` makes of it, or None -- it has
+        none, or the plan declined (the buffers are no longer those it registered) and is
+        dropped for good: the per-call path serves the request from then on."""
+        if self.plan is None:
+            return None
+        op = self.plan.start(sendbuf, recvbuf, self)
+        if op is None:
+            self.drop()
+        return op
+
+    def drop(self):
+        plan, self.plan = self.plan, None
+        if plan is not None:
+            plan.disarm()
+            for region in plan.held:
+                region.close()
+
     def free(self):
+        self.drop()
         request, self.request = self.request, None
         if request is not None and not MPI.Is_finalized():
             request.Free()

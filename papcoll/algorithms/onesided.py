@@ -12,7 +12,7 @@ which runs a whole call over the transport's native half (native/papcoll_xport.c
 returning to Python unless a slice of ``CHECK_EVERY`` passes. This module prepares the
 engine's call structs (once per call shape: calls repeat), runs them under the deadline,
 checks between slices that the peers awaited are still coming (rendezvous.py), and turns the
-engine's failures into papcoll's errors. Its schemes:
+engine's failures into papcoll's errors; plans.py makes the plans it leaves. Its schemes:
 
 * ``COPY``, copy-based PAP Direct: a sender writes into its slot of the receiver's inbox (bank
   = the call's parity), which needs no advertisement; data found from q means q has arrived,
@@ -33,9 +33,13 @@ A call is a Flight (calls.py): ``launch`` starts it, a nonblocking call's Test m
 without waiting, Wait (or a blocking call) drives it to its end under its deadline. A
 persistent zero-copy request writes its advert records once: they carry the epoch of its first
 start instead of each call's, and later starts send their ADVERT notices alone (no record)
-while nothing else of mine has written records since and its buffer is registered as it was;
+while nothing else of mine has written records since (``records``: the first epoch of the
+request whose records my peers hold, 0 for none) and its buffer is registered as it was;
 otherwise it writes them again (``advertise``). A sender reads a record only after the notice
-it expects, so it reads either this start's record or the request's unchanged one.
+it expects, so it reads either this start's record or the request's unchanged one. Over a
+transport that registers memory for its callers (verbs), the request owns registrations of
+its buffers, and its own plan starts it in one entry into C, by the same rule
+(plans.py; native/papcoll_call.c).
 
 Every Exchange counts its own calls (``epoch``, from 1: the sequence number of its DATA
 notices, one per call and peer) and its own zero-copy calls (``adverts``: the sequence of its
@@ -53,7 +57,6 @@ the buffer it was meant for. A copy-based process that finds a disagreement stil
 every peer it has not written to (its block fits its slot at every peer) before it reports,
 so that they see it too.
 """
-import weakref
 from collections import OrderedDict
 
 import numpy as np
@@ -62,19 +65,17 @@ from .. import progress, rendezvous, signature
 from ..callcache import CAPACITY
 from ..buffers import Message
 from ..errors import MismatchError
-from ..native import EMSGSIZE, EPROTO, ETIMEDOUT, Plan, xport
+from ..native import EMSGSIZE, EPROTO, ETIMEDOUT, xport
 from ..native.lib import counted, counter
 from ..progress import CHECK_EVERY, Deadline
+from ..trace import NoTrace
 from ..transport import open_transport
+from . import plans
 from .calls import DONE, Call, Flight
 from .registry import Algorithm, describe
 
 EVENTS = ("seen", "sent", "received")     # the engine's, by kind (PC_SEEN...)
 CALLS = 4 * CAPACITY
-
-
-def _nobody():
-    """What a dead weak reference returns: no request's advert records are held."""
 
 
 class Exchange:
@@ -90,11 +91,11 @@ class Exchange:
         self.counter = counter()        # epoch and adverts: the plans (C) read
         self.advert_counter = counter()   # them too
         self.calls = OrderedDict()   # prepared calls by shape and bank: see prepared()
-        self.records = _nobody  # (a weak reference to) the Persistent whose advert records
-                                # my peers hold
+        self.records_counter = counter()    # whose advert records my peers hold: its plans
 
     epoch = counted("counter")
     adverts = counted("advert_counter")
+    records = counted("records_counter")   # read it too
 
     def begin(self, sig):
         """A call of signature ``sig`` begins: its deadline and sequence number."""
@@ -133,12 +134,11 @@ class Exchange:
         start, and are written once: a later start sends its notices alone while my peers
         still hold its records for the same registration -- no other call of mine has written
         records since (``records``) and the buffer is registered as it was."""
-        c.s.record_epoch = 0 if persistent is None else persistent.first(self.epoch)
-        c.s.notice_only = persistent is not None and self.records() is persistent \
-            and persistent.where == where
+        first = c.s.record_epoch = 0 if persistent is None else persistent.first(self.epoch)
+        c.s.notice_only = bool(first) and self.records == first and persistent.where == where
         if not c.s.notice_only:
             c.s.advert(0, *where)
-        self.records = _nobody if persistent is None else weakref.ref(persistent)
+        self.records = first
         if persistent is not None:
             persistent.where = where
 
@@ -152,7 +152,7 @@ class Exchange:
         anyone or not."""
         c = self.prepare_var(send, recv, slot)
         self.adverts += 1
-        self.records = _nobody
+        self.records = 0
         self.start(c)
         exposed = c.advertise.any()
         if exposed:
@@ -200,42 +200,19 @@ class Exchange:
         key = (scheme, block, slot, self.epoch % 2 if bank is None else bank)
         c = self.prepared(key)
         if c is None:
-            n, me, bank = self.size, self.rank, key[3]
-            q = np.arange(n, dtype=np.uint64)
-            copy = scheme == xport.COPY
-            c = self.calls[key] = Call(
-                self, scheme, 4 * n, src_off=q * block, len=np.full(n, block),
-                dst_off=np.full(n, xport.inbox_slot(bank, n, me, slot) if copy else me * block),
-                in_off=xport.inbox_slot(bank, n, q, slot) if copy else q, out_off=q * block,
-                out_len=np.full(n, block), expected=np.zeros(n))
+            c = self.calls[key] = self.call(scheme, block, slot, key[3])
         return c
 
-    def plan(self, algorithm, block, slot, sig):
-        """A plan of ``algorithm``'s for copy-based calls of ``block`` bytes per peer and
-        signature ``sig``, to bind, or None (the transport would need a registration per
-        call). A blocking call's engine runs CHECK_EVERY before it returns, a request's
-        start one pass."""
-        if block > self.transport.inline:
-            return None
-        calls = [self.prepare(xport.COPY, block, slot, bank) for bank in (0, 1)]
-        for call in calls:
-            call.s.code, call.s.lkey = signature.code_of(sig), 0   # its sig: the plan's
-        return Plan.engine(algorithm, calls, self.counter, self.advert_counter, CHECK_EVERY)
-
-    def plan_var(self, algorithm, send, recv, slot, sig, in_place=False):
-        """A plan of ``algorithm``'s for Alltoallv/w calls of this shape whose blocks all
-        go through the inbox (a staged side's packed by MPI in the plan's call; in place, the
-        send side is a staged copy of the receive blocks), or None."""
-        if (send.shape is None and not in_place or recv.shape is None
-                or max(send.length.max(initial=0), recv.length.max(initial=0)) > slot
-                or int(send.length.sum()) > self.transport.inline):
-            return None
-        calls = [self.prepare_var(send, recv, slot, bank) for bank in (0, 1)]
-        for call in calls:
-            call.s.code, call.s.lkey = signature.code_of(sig), 0
-        return Plan.alltoallv(algorithm, (send, recv), calls=calls,
-                              counter=self.counter, adverts=self.advert_counter,
-                              slice=CHECK_EVERY)
+    def call(self, scheme, block, slot, bank):
+        """A new engine's call for calls of this shape in ``bank``."""
+        n, me = self.size, self.rank
+        q = np.arange(n, dtype=np.uint64)
+        copy = scheme == xport.COPY
+        return Call(
+            self, scheme, 4 * n, src_off=q * block, len=np.full(n, block),
+            dst_off=np.full(n, xport.inbox_slot(bank, n, me, slot) if copy else me * block),
+            in_off=xport.inbox_slot(bank, n, q, slot) if copy else q, out_off=q * block,
+            out_len=np.full(n, block), expected=np.zeros(n))
 
     def resume(self, plan, rc):
         """Finish the call a plan left (rc: its engine's), or raise its error."""
@@ -248,9 +225,10 @@ class Exchange:
             return DONE
         c = plan.parts[self.epoch % 2]
         self.sig, self.deadline = plan.s.sig, Deadline(self.algo.ctx.timeout)
+        what = "waiting for data" if c.s.scheme == xport.COPY else "waiting for peers"
         if rc != ETIMEDOUT:
-            self.failure(c, rc, "waiting for data")
-        return Flight(self, c, "waiting for data", plan=plan)   # its plan holds a spare copy
+            self.failure(c, rc, what)
+        return Flight(self, c, what, plan=plan)   # its plan holds what it sends from
 
     def drive(self, c, what, landed=None):
         """Run the engine in slices under the call's deadline (progress.wait), checking between
@@ -393,6 +371,24 @@ class OneSidedAlgorithm(Algorithm):
 
     def alltoall(self, send, recv):
         self.start(send, recv).wait()
+
+    def scheme_of(self, block):
+        """The scheme's name in the signature of a call of ``block`` bytes per peer if it is
+        zero-copy (Direct's: ""), else None."""
+        return ""
+
+    def persistent_plan(self, sendbuf, recvbuf, send, recv, kept):
+        """A persistent zero-copy request's own plan (Exchange.persistent), or None."""
+        scheme = self.scheme_of(recv.block)
+        if scheme is None or not isinstance(self.ctx.trace, NoTrace):
+            return None
+        return plans.persistent(
+            self.exchange, self, xport.ZCOPY if self.pap else xport.STEP, sendbuf, recvbuf, send, recv,
+            self.signature(recv.block, scheme), kept)
+
+    def started(self, plan, rc, sendbuf, recvbuf, kept=None):
+        """The engine made one pass (rc): the call done, or its Flight from there."""
+        return self.exchange.flight_of(plan, rc)
 
     def zero_copy(self, send, recv, scheme="", persistent=None):
         """Direct's zero-copy scheme, PAP-aware or in step order (``direct``): advertise my

@@ -30,6 +30,7 @@ from ..progress import Deadline
 from ..transport import open_transport, transport_class
 from ..native import xport
 from ..vbuffers import copy_own
+from . import plans
 from .onesided import Exchange, OneSidedAlgorithm
 from .registry import describe, register
 
@@ -62,9 +63,13 @@ class PapDirect(OneSidedAlgorithm):
         return 2 * size * self.slot              # two banks of a slot per peer
 
     def start(self, send, recv, persistent=None):
-        if recv.block > self.slot:
-            return self.zero_copy(send, recv, "zero-copy", persistent)
+        scheme = self.scheme_of(recv.block)
+        if scheme is not None:
+            return self.zero_copy(send, recv, scheme, persistent)
         return self.copy_based(send, recv)
+
+    def scheme_of(self, block):
+        return "zero-copy" if block > self.slot else None
 
     def copy_based(self, send, recv):
         """Write my block for q into my slot of q's inbox (bank = the call's parity); copy q's
@@ -93,23 +98,19 @@ class PapDirect(OneSidedAlgorithm):
         if not isinstance(self.ctx.trace, NoTrace) or recv.block > self.slot or not recv.block:
             return None
         sig = self.signature(recv.block, "copy-based")
-        plan = self.exchange.plan(self, recv.block, self.slot, sig)
+        plan = plans.copy_based(self.exchange, self, recv.block, self.slot, sig)
         return plan if plan is not None and plan.bind(sendbuf, recvbuf, recv, sig) else None
 
     def planv(self, sendbuf, recvbuf, send, recv):
         if not isinstance(self.ctx.trace, NoTrace):
             return None
         sig = self.signature(0, "variable")
-        plan = self.exchange.plan_var(self, send, recv, self.slot, sig,
-                                      in_place=sendbuf is MPI.IN_PLACE)
+        plan = plans.variable(self.exchange, self, send, recv, self.slot, sig,
+                              in_place=sendbuf is MPI.IN_PLACE)
         return plan if plan is not None and plan.bindv(sendbuf, recvbuf, sig) else None
 
     def plan_failed(self, plan, rc):
         self.exchange.resume(plan, rc)
-
-    def started(self, plan, rc, sendbuf, recvbuf, kept=None):
-        """The engine made one pass (rc): the call done, or its Flight from there."""
-        return self.exchange.flight_of(plan, rc)
 
     def close(self, collective=True):
         self.drop_plans()
@@ -124,8 +125,8 @@ class PapDirectZeroCopy(PapDirect):
     def inbox_bytes(self, size):
         return 0
 
-    def start(self, send, recv, persistent=None):
-        return self.zero_copy(send, recv, "zero-copy", persistent)
+    def scheme_of(self, block):
+        return "zero-copy"
 
     def plan(self, sendbuf, recvbuf, recv):
         return None

@@ -67,6 +67,11 @@ class Algorithm:
         """The same for an Alltoallv or Alltoallw (``send``, ``recv``: its vbuffers.Blocks):
         a new bound plan (Plan.alltoallv), or None (the default)."""
 
+    def persistent_plan(self, sendbuf, recvbuf, send, recv, kept):
+        """A persistent Alltoall request's own plan for its starts, on these buffers (parsed:
+        ``send``, ``recv``; ``kept``: its calls.Persistent, which frees the plan), for shapes
+        that leave no plan (:meth:`plan`); or None (the default: the full path)."""
+
     def plan_failed(self, plan, rc):
         raise NotImplementedError
 

@@ -61,12 +61,14 @@ class Plan:
                    start=start, timeout=timeout, slice=slice)
 
     @classmethod
-    def engine(cls, algorithm, calls, counter, adverts, slice):
-        """Copy-based PAP Direct over ``calls`` (the prepared XCall of each bank), counting
-        calls in ``counter`` (a lib.counter: the Exchange's epoch; ``adverts``, its count of
-        zero-copy calls); the engine runs ``slice`` seconds before the algorithm takes over."""
+    def engine(cls, algorithm, calls, counter, adverts, slice, **zero_copy):
+        """PAP Direct over ``calls`` (the prepared XCall of each bank), counting calls in
+        ``counter`` (a lib.counter: the Exchange's epoch; ``adverts``, its count of zero-copy
+        calls); the engine runs ``slice`` seconds before the algorithm takes over. Calls of a
+        zero-copy scheme are a persistent request's, on the buffers ``zero_copy`` names
+        (struct pc_plan's fields: Exchange.persistent)."""
         return cls(algorithm, ENGINE, calls[0].s.x.n, parts=calls, epoch=counter,
-                   adverts=adverts, slice=slice, calls=[call.s for call in calls])
+                   adverts=adverts, slice=slice, calls=[call.s for call in calls], **zero_copy)
 
     @classmethod
     def hier(cls, algorithm, rounds, n, counters, slice):
@@ -150,7 +152,7 @@ class Plan:
         if not _native.bind(self.s, sendbuf, recvbuf, recv.datatype, sig):
             return False
         self.datatype = recv.datatype       # compared by identity: its id stays its own
-        if self.s.kind == ENGINE:
+        if self.s.kind == ENGINE and not self.s.recv_at:    # copy-based, not zero-copy
             self.s.spare = np.empty(self.s.nbytes, np.uint8)
         return True
 

@@ -92,6 +92,12 @@ class Transport:
         advertisement may still write into it, so it must stay where they write. verbs needs
         nothing (a deregistered MR turns a late write into the writer's error)."""
 
+    def register(self, array, remote=False):
+        """A registration of ``array`` that the caller owns and closes (``remote``: peers may
+        write into it): ``address``, ``nbytes``, ``rkey``, ``lkey``; None (the default) where
+        the transport registers nothing for its callers."""
+        return None
+
     def end_call(self):
         """A call whose puts are complete (the engine completed them) ends: drop the
         registrations made for it only."""

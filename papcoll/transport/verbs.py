@@ -178,6 +178,9 @@ class VerbsTransport(Transport):
             return 0
         return self._local.sources.get(_whole(data)).lkey
 
+    def register(self, array, remote=False):
+        return self._local.x.register(array, remote)
+
     def end_call(self):
         self._local.exposed.end_call()
         self._local.sources.end_call()

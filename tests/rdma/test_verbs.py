@@ -37,11 +37,14 @@ def assert_matrix(out):
 def test_two_ranks_over_verbs(run_mpi):
     """The raw transport (a refused write among its cases), the matrix (the hierarchical one as
     two nodes of one rank: the masters' aggregates go over verbs into the other node's segment,
-    an MR on it), and fresh receive buffers never kept registered."""
+    an MR on it), fresh receive buffers never kept registered, and Direct's persistent
+    requests (zero-copy at every size: their own plans, in step order)."""
     rss = ["resources.py", "rss", "direct", "pap_direct", "pap_direct_zcopy", "numpy"]
-    res = run_mpi(2, "chain.py", *chain(["verbs_raw.py"], *matrix_steps(1), rss),
+    res = run_mpi(2, "chain.py", *chain(["verbs_raw.py"], *matrix_steps(1), rss,
+                                        ["requests.py", "persistent", "direct", 20]),
                   env=VERBS, timeout=2400)
     assert res.returncode == 0, res.stdout[-6000:]
+    assert res.stdout.count("PERSISTENT ok") == 2, res.stdout[-4000:]
     assert "RAW OK" in res.stdout and "remote access error" in res.stdout.lower(), \
         res.stdout[-4000:]
     assert_matrix(res.stdout)
@@ -86,12 +89,15 @@ def test_three_ranks_over_verbs(run_mpi):
 
 
 def test_four_ranks_over_verbs(run_mpi):
-    """The matrix (the hierarchical one as two nodes of 2), and PAP order: the PAP algorithms
-    let the early ranks finish whatever the late one holds, Direct does not."""
+    """The matrix (the hierarchical one as two nodes of 2), PAP order (the PAP algorithms let
+    the early ranks finish whatever the late one holds, Direct does not), and persistent
+    zero-copy requests at every size, each started by its own plan."""
     names = ["pap_direct_copy", "pap_direct_zcopy", "direct"]
-    res = run_mpi(4, "chain.py", *chain(*matrix_steps(2), ["pap.py", "order", *names]),
+    res = run_mpi(4, "chain.py", *chain(*matrix_steps(2), ["pap.py", "order", *names],
+                                        ["requests.py", "persistent", "pap_direct_zcopy", 20]),
                   env=VERBS, timeout=2400)
     assert res.returncode == 0, res.stdout[-6000:]
+    assert res.stdout.count("PERSISTENT ok") == 4, res.stdout[-4000:]
     assert_matrix(res.stdout)
     assert_pap_order(res.stdout, names)
 
