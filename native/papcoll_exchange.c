@@ -303,12 +303,23 @@ static int advertise(struct pc_xcall *c)
     return pc_xport_poll(x);
 }
 
+/* The engine's writes go out a list a peer: queued while it runs (x->batch), posted at the
+ * end of each pass (run_pass's flush) and, whatever way it ends, before it returns. */
+static int unbatch(struct pc_xport *x, int rc)
+{
+    int flushed = pc_xport_flush(x);
+    x->batch = 0;
+    return rc < 0 || flushed >= 0 ? rc : flushed;
+}
+
 int pc_xcall_step(struct pc_xcall *c)
 {
     int rc, idle = c->x->kind == PC_MPI ? PC_BUSY : PC_IDLE;  /* MPI moves only in my polls */
     if (c->x->kind == PC_CLOSED)
         return -EBADF;
-    if ((rc = advertise(c)) < 0 || (rc = run_pass(c)) != PC_DONE)
+    c->x->batch = 1;
+    rc = advertise(c);
+    if ((rc = unbatch(c->x, rc < 0 ? rc : run_pass(c))) != PC_DONE)
         return rc == PC_IDLE ? idle : rc;
     rc = pc_xport_complete(c->x, 0);
     return rc == -ETIMEDOUT ? idle : rc < 0 ? rc : PC_DONE;
@@ -322,7 +333,10 @@ int pc_xcall_run(struct pc_xcall *c, int64_t timeout_ns)
         return -EBADF;
     if ((x->deadline = pc_deadline(timeout_ns)) < 0)
         return (int)x->deadline;
-    if ((rc = advertise(c)) < 0 || (rc = pc_wait(run_pass, c, x->deadline, 0)) < 0)
+    x->batch = 1;
+    if ((rc = advertise(c)) >= 0)
+        rc = pc_wait(run_pass, c, x->deadline, 0);
+    if ((rc = unbatch(x, rc)) < 0)
         return rc;
     int64_t left = x->deadline - pc_now_ns();
     rc = pc_xport_complete(x, left > 0 ? left : 0);

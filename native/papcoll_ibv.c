@@ -90,6 +90,9 @@ int pc_ibv_open(struct pc_ibv *v, struct pc_xport *x, const char *device, int po
         return failed(what, "ibv_reg_mr");
     x->stage = v->stage;
     x->stage_lkey = v->stage_mr->lkey;
+    if ((v->chains = calloc(n, sizeof *v->chains)) == NULL)
+        return errno = ENOMEM, failed(what, "allocating the write chains");
+    x->chains = v->chains;
     struct ibv_qp_init_attr init = {
         .send_cq = v->send_cq, .recv_cq = v->recv_cq, .qp_type = IBV_QPT_RC, .sq_sig_all = 0,
         .cap = {.max_send_wr = sends, .max_recv_wr = recvs, .max_send_sge = 1,
@@ -194,6 +197,7 @@ void pc_ibv_close(struct pc_ibv *v)
     if (v->ctx != NULL)
         ibv_close_device(v->ctx);
     free(v->stage);
+    free(v->chains);
     free(v->qps);
     free(v->psns);
     free(v->order);

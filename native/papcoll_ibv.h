@@ -10,16 +10,22 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <infiniband/verbs.h>
+
 #include "papcoll_xport.h"
 
 #define PC_IBV_INLINE 64        /* bytes written inline: their source needs no registration */
 #define PC_IBV_BCOPY 8192       /* ... and up to this many, copied into a staging ring first */
 #define PC_IBV_STAGE (2u << 20) /* bytes of staging rings at most, split among the peers */
 #define PC_IBV_RING (64u << 10) /* ... and at most this many per peer */
+#define PC_IBV_CHAIN 4          /* writes queued per peer before they must go (x->batch) */
 
-struct ibv_context;
-struct ibv_pd;
-struct ibv_mr;
+/* A peer's writes queued while x->batch, linked as one list for one ibv_post_send. */
+struct pc_ibv_chain {
+    struct ibv_send_wr wr[PC_IBV_CHAIN];
+    struct ibv_sge sge[PC_IBV_CHAIN];
+    int len;
+};
 
 struct pc_ibv {
     size_t n;
@@ -30,6 +36,7 @@ struct pc_ibv {
     struct ibv_mr *fixed_mr, *inbox_mr; /* inbox_mr: NULL where the inbox is in fixed */
     char *stage;                      /* the staging rings, n of x->stage_bytes (x->stage) */
     struct ibv_mr *stage_mr;          /* their registration, for the device's reads only */
+    struct pc_ibv_chain *chains;      /* n: the writes queued per peer (x->chains) */
     uint32_t *psns;                   /* n: my first packet sequence number per QP */
     uint32_t *order;                  /* n - 1 peers by ascending QP number (x->qp_order) */
     uint8_t port, gid[16];

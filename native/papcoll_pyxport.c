@@ -286,10 +286,10 @@ static PyObject *xport_vstats(XPort *self, void *closure)
 {
     (void)closure;
     const struct pc_vstats *s = &self->x.vstats;
-    return Py_BuildValue("{sKsKsKsKsKsKsK}", "send_wrs", s->send_wrs, "recv_wrs",
-                         s->recv_wrs, "send_cqes", s->send_cqes, "recv_cqes", s->recv_cqes,
-                         "polls", s->polls, "empty_polls", s->empty_polls, "bcopies",
-                         s->bcopies);
+    return Py_BuildValue("{sKsKsKsKsKsKsKsK}", "send_wrs", s->send_wrs, "doorbells",
+                         s->doorbells, "recv_wrs", s->recv_wrs, "send_cqes", s->send_cqes,
+                         "recv_cqes", s->recv_cqes, "polls", s->polls, "empty_polls",
+                         s->empty_polls, "bcopies", s->bcopies);
 }
 
 static PyObject *xport_closed(XPort *self, void *closure)

@@ -28,6 +28,47 @@ static size_t peer_of(const struct pc_xport *x, uint32_t qp_num)
     return x->qp_order[lo];
 }
 
+/* Post peer's queued writes as one list: one doorbell. 0 or -errno (failed_*). */
+static int post_chain(struct pc_xport *x, size_t peer)
+{
+    struct pc_ibv_chain *ch = &x->chains[peer];
+    if (ch->len == 0)
+        return 0;
+    struct ibv_send_wr *bad;
+    int rc = ibv_post_send(x->peers[peer].qp, ch->wr, &bad);
+    ch->len = 0;
+    x->vstats.doorbells++;
+    return rc ? pc_xport_fail(x, peer, -rc, rc) : 0;
+}
+
+int pc_verbs_flush(struct pc_xport *x)
+{
+    int first = 0;
+    for (size_t q = 0; q < x->n; q++) {
+        int rc = q == x->me ? 0 : post_chain(x, q);
+        first = first ? first : rc;
+    }
+    return first;
+}
+
+/* Queue wr (its one SGE, sge) on peer's chain; post the chain unless x->batch. */
+static int queue(struct pc_xport *x, size_t peer, const struct ibv_send_wr *wr,
+                 const struct ibv_sge *sge)
+{
+    struct pc_ibv_chain *ch = &x->chains[peer];
+    int rc;
+    if (ch->len == PC_IBV_CHAIN && (rc = post_chain(x, peer)) < 0)
+        return rc;
+    int i = ch->len++;
+    ch->sge[i] = *sge;
+    ch->wr[i] = *wr;
+    ch->wr[i].sg_list = &ch->sge[i];
+    ch->wr[i].next = NULL;
+    if (i > 0)
+        ch->wr[i - 1].next = &ch->wr[i];
+    return x->batch ? 0 : post_chain(x, peer);
+}
+
 /* A wait of pc_verbs_put for room in a full send queue: completions retire entries. */
 struct room {
     struct pc_xport *x;
@@ -68,6 +109,8 @@ static uint64_t stage(struct pc_xport *x, size_t peer, const void *src, size_t l
         at += bytes - at % bytes;
     if (at + len - p->stage_tail > bytes) {
         struct ring_room r = {x, p, at + len};
+        if ((*rc = post_chain(x, peer)) < 0)   /* the writes that free it may be queued */
+            return 0;
         *rc = pc_wait(ring_free, &r, x->deadline, 0);
         if (*rc == -ETIMEDOUT)
             x->failed_peer = peer;
@@ -125,7 +168,9 @@ int pc_verbs_put(struct pc_xport *x, size_t peer, int dest, uint64_t offset, uin
         signal = 1;
     if (p->posted + 1 > x->depth) {       /* full: wait for completions to retire entries */
         struct room r = {x, p};
-        int rc = pc_wait(has_room, &r, x->deadline, 0);
+        int rc = post_chain(x, peer);
+        if (rc == 0)
+            rc = pc_wait(has_room, &r, x->deadline, 0);
         if (rc == -ETIMEDOUT)
             x->failed_peer = peer;
         if (rc < 0)
@@ -142,10 +187,9 @@ int pc_verbs_put(struct pc_xport *x, size_t peer, int dest, uint64_t offset, uin
     }
     if (signal)
         wr.send_flags |= IBV_SEND_SIGNALED;
-    struct ibv_send_wr *bad;
-    int rc = ibv_post_send(p->qp, &wr, &bad);
-    if (rc)
-        return pc_xport_fail(x, peer, -rc, rc);
+    int rc = queue(x, peer, &wr, &sge);
+    if (rc < 0)
+        return rc;
     x->vstats.send_wrs++;
     p->posted++;
     p->unsignaled = signal ? 0 : p->unsignaled + 1;

@@ -52,7 +52,10 @@ int pc_xport_poll(struct pc_xport *x)
 
 int pc_xport_flush(struct pc_xport *x)
 {
-    return x->kind == PC_CLOSED ? -EBADF : x->kind == PC_MPI ? pc_mpi_flush(x) : 0;
+    return x->kind == PC_CLOSED ? -EBADF
+           : x->kind == PC_MPI  ? pc_mpi_flush(x)
+           : x->kind == PC_VERBS ? pc_verbs_flush(x)
+                                : 0;
 }
 
 int pc_xport_complete(struct pc_xport *x, int64_t timeout_ns)
@@ -74,6 +77,7 @@ int pc_xport_close(struct pc_xport *x, int64_t timeout_ns)
     x->send_cq = x->recv_cq = NULL;
     x->qp_order = NULL;
     x->stage = NULL;
+    x->chains = NULL;
     x->inbox_bytes = NULL;
     return rc;
 }

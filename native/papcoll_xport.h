@@ -127,6 +127,7 @@ struct pc_vstats {
     uint64_t send_cqes, recv_cqes;  /* completions reaped */
     uint64_t polls, empty_polls;    /* pc_verbs_poll calls, and those that found nothing */
     uint64_t bcopies;               /* writes copied into a staging ring */
+    uint64_t doorbells;             /* ibv_post_send calls: a list of writes to one peer each */
 };
 
 struct pc_xport {
@@ -142,6 +143,8 @@ struct pc_xport {
     char *stage;                 /* a staging ring of stage_bytes per peer (index: the peer) */
     uint32_t stage_bytes, stage_lkey;
     uint32_t bcopy_max;          /* writes above PC_IBV_INLINE up to this go through it */
+    struct pc_ibv_chain *chains; /* per peer: writes queued while batch, posted as one list */
+    int batch;                   /* the engine's pass: writes wait for pc_xport_flush */
     const uint32_t *qp_order;    /* indices of peers by ascending qp_num (completions) */
     struct pc_vstats vstats;
     /* mpi */
@@ -165,6 +168,9 @@ struct pc_xport {
  * copied into the peer's staging ring (longer than PC_IBV_INLINE, up to bcopy_max) is
  * signalled too, its completion freeing its bytes there, but nobody waits for it: its source
  * is free at the post, as an inline write's is, without the device's limit on inline data.
+ * verbs, while x->batch (the engine's passes): queued on the peer's chain, and posted with the
+ * rest of it, one ibv_post_send a peer (one doorbell), at pc_xport_flush -- or before, at a
+ * wait for room or when the chain is full -- so src must stay as it is until then.
  * MPI: the data is put now, its notice queued until pc_xport_flush finds the data complete.
  * Returns 0 or -errno (-EIO: failed_* say why; -EMSGSIZE: the peer's inbox is smaller, failed_peer). */
 int pc_xport_put(struct pc_xport *x, size_t peer, int dest, uint64_t offset, uint32_t rkey,
@@ -172,7 +178,7 @@ int pc_xport_put(struct pc_xport *x, size_t peer, int dest, uint64_t offset, uin
                  uint32_t code, int signal);
 
 /* MPI: put every queued notice whose data is complete at its target (never waits). verbs:
- * nothing to do. 0 or -EIO. */
+ * post every peer's queued writes, a list a peer. 0 or -EIO. */
 int pc_xport_flush(struct pc_xport *x);
 
 /* Update the boards: reap receive completions (verbs, re-posting their receive requests) and
@@ -203,6 +209,7 @@ int pc_verbs_put(struct pc_xport *x, size_t peer, int dest, uint64_t offset, uin
                  const void *src, size_t len, uint32_t lkey, int kind, uint64_t seq,
                  uint32_t code, int signal);
 int pc_verbs_poll(struct pc_xport *x);
+int pc_verbs_flush(struct pc_xport *x);
 int pc_verbs_complete(struct pc_xport *x, int64_t timeout_ns);
 int pc_mpi_put(struct pc_xport *x, size_t peer, int dest, uint64_t offset, const void *src,
                size_t len, int kind, uint64_t seq, uint32_t code);

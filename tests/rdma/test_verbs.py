@@ -86,6 +86,7 @@ def test_three_ranks_over_verbs(run_mpi):
     for mine in (counts[1], counts[3]):
         assert mine["send_wrs"] >= 2 and mine["recv_cqes"] >= 2, mine
         assert mine["recv_wrs"] == mine["recv_cqes"] and mine["polls"] >= mine["empty_polls"]
+        assert 1 <= mine["doorbells"] <= mine["send_wrs"], mine     # lists of writes
 
 
 def test_four_ranks_over_verbs(run_mpi):
