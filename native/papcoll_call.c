@@ -144,15 +144,12 @@ static int zero_copy(const struct pc_plan *p)
     return p->kind == PC_PLAN_ENGINE && p->calls[0]->scheme != PC_COPY;
 }
 
-/* A zero-copy plan's start (its scheme's account: papcoll/algorithms/onesided.py): the next
- * of the Exchange's zero-copy calls, sending its advert records only where my peers do not
- * hold them already. */
+/* A zero-copy plan's start: the next of the Exchange's zero-copy calls; the first start
+ * makes its epoch the request's. */
 static uint64_t advertise(const struct pc_plan *p, uint64_t epoch)
 {
     if (*p->first == 0)
         *p->first = epoch;
-    for (int bank = 0; bank < 2; bank++)
-        p->calls[bank]->record_epoch = *p->first;
     return ++*p->adverts;
 }
 
@@ -172,10 +169,8 @@ static int run_engine(const struct pc_plan *p, const char *send, char *recv, int
                    (int64_t)block);
     c->out = zcopy ? NULL : recv;
     if (zcopy) {
-        c->notice_only = *p->records == *p->first;
-        if (!c->notice_only)
-            pc_xcall_advert(c, 0, p->recv_at, p->recv_bytes, p->rkey);
-        *p->records = *p->first;
+        /* same registration: pc_enter declines buffers at other addresses */
+        pc_xcall_advertise(c, *p->first, 1, p->recv_at, p->recv_bytes, p->rkey);
         c->src = send;
         c->lkey = p->lkey;
         memcpy(recv + me * block, send + me * block, block);

@@ -207,6 +207,16 @@ void pc_xcall_advert(struct pc_xcall *c, size_t record, uint64_t addr, uint64_t 
     memcpy((char *)c->record + record * PC_ADVERT_BYTES, &r, sizeof r);
 }
 
+void pc_xcall_advertise(struct pc_xcall *c, uint64_t first, int same, uint64_t addr,
+                        uint64_t bytes, uint32_t rkey)
+{
+    c->record_epoch = first;
+    c->notice_only = first && same && *c->records == first;
+    if (!c->notice_only)
+        pc_xcall_advert(c, 0, addr, bytes, rkey);
+    *c->records = first;
+}
+
 int pc_xcall_arrived(struct pc_xcall *c, size_t peer)
 {
     int rc = pc_xport_poll(c->x);

@@ -154,10 +154,9 @@ struct pc_plan {
     /* PC_PLAN_ENGINE over zero-copy calls: a persistent request's, on its buffers only --
      * recv_at (recv_bytes of it, registered for peers' writes under rkey) and send_at (its
      * lkey; 0: copied at the post), never in place. Its advert records carry *first (its
-     * first start's epoch, 0 before it; the request's, which its other starts share), and
-     * a start sends its notices alone while *records (the Exchange's: whose records my
-     * peers hold, by that epoch) is *first. */
-    uint64_t *first, *records;
+     * first start's epoch, 0 before it; the request's, which its other starts share):
+     * pc_xcall_advertise decides whether a start sends its notices alone. */
+    uint64_t *first;
     uint64_t recv_at, recv_bytes, send_at;
     uint32_t rkey, lkey;
     /* PC_PLAN_MPI: the communicator's handle value (as in pc_mpi_open) */

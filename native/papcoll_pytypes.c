@@ -28,7 +28,8 @@ static PyGetSetDef xcall_fields[] = {
     PC_FIELD(S, failed_peer, PC_F_SIZE), PC_FIELD(S, failed_sig, PC_F_U64),
     PC_FIELD(S, failed_code, PC_F_U32), PC_FIELD(S, failed_len, PC_F_U32),
     PC_FIELD(S, via_inbox, MEM), PC_FIELD(S, advertise, MEM), PC_FIELD(S, expect_len, MEM),
-    PC_FIELD(S, record_epoch, PC_F_U64), PC_FIELD(S, notice_only, PC_F_INT), {NULL}};
+    PC_FIELD(S, record_epoch, PC_F_U64), PC_FIELD(S, notice_only, PC_F_INT),
+    PC_FIELD(S, records, MEMW), {NULL}};
 #undef S
 
 /* A call whose transport is set: the struct, or NULL with a ValueError. */
@@ -86,6 +87,25 @@ static PyObject *xcall_advert(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* advertise_recv(first, same, address, nbytes, rkey): pc_xcall_advertise, on the records cell
+ * the call was given. */
+static PyObject *xcall_advertise(PyObject *self, PyObject *args)
+{
+    struct pc_xcall *c = xcall_of(self);
+    unsigned long long first, address, nbytes;
+    int same;
+    unsigned int rkey;
+    if (c == NULL || !PyArg_ParseTuple(args, "KpKKI:advertise_recv", &first, &same, &address,
+                                       &nbytes, &rkey))
+        return NULL;
+    if (c->records == NULL) {
+        PyErr_SetString(PyExc_ValueError, "the call has no records cell");
+        return NULL;
+    }
+    pc_xcall_advertise(c, first, same, address, nbytes, rkey);
+    Py_RETURN_NONE;
+}
+
 /* arrived(peer): pc_xcall_arrived. */
 static PyObject *xcall_arrived(PyObject *self, PyObject *arg)
 {
@@ -102,8 +122,9 @@ static PyObject *xcall_arrived(PyObject *self, PyObject *arg)
 
 static PyMethodDef xcall_methods[] = {
     {"run", xcall_run, METH_O, NULL}, {"start", xcall_start, METH_VARARGS, NULL},
-    {"advert", xcall_advert, METH_VARARGS, NULL}, {"arrived", xcall_arrived, METH_O, NULL},
-    {NULL}};
+    {"advert", xcall_advert, METH_VARARGS, NULL},
+    {"advertise_recv", xcall_advertise, METH_VARARGS, NULL},
+    {"arrived", xcall_arrived, METH_O, NULL}, {NULL}};
 
 /* ---- struct pc_vshape, struct pc_plan ---------------------------------------------------- */
 
@@ -130,7 +151,7 @@ static PyGetSetDef plan_fields[] = {
     PC_FIELD(S, x, PC_F_STRUCT, .type = &pc_exchange_type.type), PC_FIELD(S, start, PC_F_SIZE),
     PC_FIELD(S, calls, PC_F_STRUCT, .type = &pc_xcall_type.type, .count = 2),
     PC_FIELD(S, adverts, MEMW), PC_FIELD(S, spare, MEMW), PC_FIELD(S, first, MEMW),
-    PC_FIELD(S, records, MEMW), PC_FIELD(S, recv_at, PC_F_U64),
+    PC_FIELD(S, recv_at, PC_F_U64),
     PC_FIELD(S, recv_bytes, PC_F_U64), PC_FIELD(S, send_at, PC_F_U64),
     PC_FIELD(S, rkey, PC_F_U32), PC_FIELD(S, lkey, PC_F_U32), PC_FIELD(S, comm, PC_F_COMM),
     PC_FIELD(S, round, MEMW), PC_FIELD(S, xepoch, MEMW),

@@ -327,9 +327,12 @@ struct pc_xcall {
     /* The epoch every advert record of this call carries, and a peer's must carry (0: this
      * call's): a persistent request's first, the same at every start, so that its record,
      * written once, stays current; notice_only: my advertisements carry no record (the one
-     * my peers hold is this request's, for the same registration). */
+     * my peers hold is this request's, for the same registration); records: the Exchange's
+     * one cell, which all its calls share: whose records my peers hold, by that epoch (0:
+     * none; pc_xcall_advertise keeps it). */
     uint64_t record_epoch;
     int notice_only;
+    uint64_t *records;
 };
 
 /* A call begins, the one set-up of a call (Exchange and plan alike): c is call epoch
@@ -344,6 +347,16 @@ void pc_xcall_start(struct pc_xcall *c, uint64_t epoch, uint64_t adverts, uint64
  * peer's) for my receive buffer at addr, of bytes bytes, under rkey; after pc_xcall_start. */
 void pc_xcall_advert(struct pc_xcall *c, size_t record, uint64_t addr, uint64_t bytes,
                      uint32_t rkey);
+
+/* A zero-copy call's advertisement of my receive buffer at addr (bytes, rkey), the one rule
+ * of which records go out (papcoll/algorithms/onesided.py argues it): first is the epoch of
+ * a persistent request's first start (0: a call of its own), same whether the buffer is
+ * registered as when that request's records went out. My advertisements carry no record
+ * where my peers hold that request's (*c->records is first, first set, same); else they carry
+ * this call's. Either way my peers then hold them: *c->records becomes first. After
+ * pc_xcall_start; c->records set. */
+void pc_xcall_advertise(struct pc_xcall *c, uint64_t first, int same, uint64_t addr,
+                        uint64_t bytes, uint32_t rkey);
 
 /* Whether peer's arrival signal for c is on my boards, after a poll: its DATA notice of this
  * call, or, zero-copy, its advertisement. 1, 0, or a poll's -errno. */

@@ -12,9 +12,10 @@ import types
 import numpy as np
 import pytest
 
-from papcoll import signature
+from papcoll import _native, signature
 from papcoll.native import ETIMEDOUT, EPROTO, xport
 from papcoll.native.lib import address
+from papcoll.algorithms.calls import Persistent
 from papcoll.algorithms.onesided import Exchange
 from papcoll.trace import NoTrace
 from papcoll.transport.base import Descriptor
@@ -130,6 +131,40 @@ def test_calls_one_after_another_in_both_banks():
     assert step(b0) == DONE and step(b1) == DONE
     assert received_right(ra0, 0, n, block, 1) and received_right(rb0, 0, n, block, 2)
     assert received_right(ra1, 1, n, block, 1) and received_right(rb1, 1, n, block, 2)
+
+
+def test_a_persistent_requests_records_go_out_only_where_my_peers_lack_them():
+    """The records rule (pc_xcall_advertise; onesided.py argues it): a persistent request's
+    start writes its advert record -- carrying its first start's epoch -- unless my peers hold
+    it already for the same registration; any other call's record, or another registration,
+    makes the next start write it again."""
+    x = exchanges(2, 16)[0][0]
+    recv = np.zeros(32, np.uint8)
+    here, there = (Descriptor(address(recv), 32, 0), Descriptor(address(recv) + 16, 16, 0))
+    request, other = Persistent(), Persistent()
+
+    def start(persistent, where=here):
+        """A zero-copy call's start, as Exchange.launch makes it: (the record it wrote, or
+        None, its notices alone)."""
+        x.begin(signature.make(7, 16))
+        c = x.prepare(xport.ZCOPY, 16, 0)
+        x.adverts += 1
+        x.start(c, 16)
+        c.record[:] = 0
+        x.advertise(c, where, persistent)
+        written = _native.advert_fields(bytes(c.record))
+        assert c.s.notice_only == (not any(written)), written
+        return None if c.s.notice_only else written
+
+    assert start(request) == (*here, 1, x.sig)          # its first start: epoch 1
+    assert start(request) is None and x.records == 1    # my peers hold it
+    assert start(request) is None
+    assert start(None) == (*here, 4, x.sig) and x.records == 0   # a call of its own
+    assert start(request) == (*here, 1, x.sig)          # again, still its first epoch
+    assert start(other) == (*here, 6, x.sig) and x.records == 6
+    assert start(request) == (*here, 1, x.sig) and x.records == 1
+    assert start(request, there) == (*there, 1, x.sig)  # another registration
+    assert start(request, there) is None
 
 
 @pytest.mark.parametrize("scheme", [xport.COPY, xport.ZCOPY], ids=["copy", "zero-copy"])

@@ -29,10 +29,11 @@ def test_policy_rows_name_registered_algorithms():
 
 
 def bound(topology, algorithm, field):
-    """A bound of the shipped table's first row for ``algorithm`` there, so that the choices
-    below follow the table's data."""
+    """A bound of the shipped table's first row for ``algorithm`` there that serves every
+    shape, so that the choices below follow the table's data."""
     return getattr(next(r for r in policy.TABLE
-                        if (r.topology, r.algorithm) == (topology, algorithm)), field)
+                        if (r.topology, r.algorithm) == (topology, algorithm)
+                        and (r.nodes, r.ppn, r.transport) == (None, None, None)), field)
 
 
 SHM_LIMIT = bound("single-node", "shm_pap", "max_call")
@@ -72,8 +73,10 @@ def test_policy_choices(nodes, crowded, block, cma, chosen):
 
 
 @pytest.mark.parametrize("transport,nodes,block,chosen", [
-    ("verbs", [2, 2], 8 << 10, "pap_shm_direct"), ("verbs", [2, 2], 64 << 10, "pap_shm_direct"),
-    ("verbs", [2, 2], 8, "pap_shm_direct"), ("verbs", [2, 2], 96 << 10, "pap_direct"),
+    ("verbs", [2, 2], 8, "pap_shm_direct"), ("verbs", [2, 2], 2 << 10, "pap_shm_direct"),
+    ("verbs", [2, 2], (2 << 10) + 1, "pap_direct"), ("verbs", [2, 2], 8 << 10, "pap_direct"),
+    ("verbs", [2, 2], (8 << 10) + 1, "pap_shm_direct"),
+    ("verbs", [2, 2], 64 << 10, "pap_shm_direct"), ("verbs", [2, 2], 96 << 10, "pap_direct"),
     ("verbs", [2, 2, 2], 64 << 10, "pap_direct"), ("verbs", [3, 3], 64 << 10, "pap_direct"),
     ("mpi-rma", [2, 2], 64 << 10, "pap_direct")])
 def test_the_hierarchical_row_serves_the_shape_it_won_on(monkeypatch, transport, nodes, block,

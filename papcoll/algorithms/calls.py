@@ -148,4 +148,4 @@ class Call:
             x=t.native, scheme=scheme, inbox=t.inbox if t.inbox.size else None,
             record=self.record, advert_area=t.advert_area, unsent=self.unsent,
             waiting=self.waiting, events=self.events if x.trace.events else None,
-            max_events=events, **fields)
+            max_events=events, records=x.records_counter, **fields)

@@ -35,11 +35,13 @@ persistent zero-copy request writes its advert records once: they carry the epoc
 start instead of each call's, and later starts send their ADVERT notices alone (no record)
 while nothing else of mine has written records since (``records``: the first epoch of the
 request whose records my peers hold, 0 for none) and its buffer is registered as it was;
-otherwise it writes them again (``advertise``). A sender reads a record only after the notice
-it expects, so it reads either this start's record or the request's unchanged one. Over a
-transport that registers memory for its callers (verbs), the request owns registrations of
-its buffers, and its own plan starts it in one entry into C, by the same rule
-(plans.py; native/papcoll_call.c).
+otherwise it writes them again. A sender reads a record only after the notice it expects, so
+it reads either this start's record or the request's unchanged one. The rule is one C
+function, ``pc_xcall_advertise`` (native/papcoll_exchange.c), over ``records``, one cell that
+every call of the Exchange points to: the per-call path (``advertise``) and, over a transport
+that registers memory for its callers (verbs), the request's own plan, which owns
+registrations of its buffers and starts it in one entry into C (plans.py;
+native/papcoll_call.c), both apply it.
 
 Every Exchange counts its own calls (``epoch``, from 1: the sequence number of its DATA
 notices, one per call and peer) and its own zero-copy calls (``adverts``: the sequence of its
@@ -91,7 +93,7 @@ class Exchange:
         self.counter = counter()        # epoch and adverts: the plans (C) read
         self.advert_counter = counter()   # them too
         self.calls = OrderedDict()   # prepared calls by shape and bank: see prepared()
-        self.records_counter = counter()    # whose advert records my peers hold: its plans
+        self.records_counter = counter()    # whose advert records my peers hold: its calls
 
     epoch = counted("counter")
     adverts = counted("advert_counter")
@@ -130,15 +132,11 @@ class Exchange:
 
     def advertise(self, c, where, persistent):
         """A zero-copy call's advertisement of my receive buffer (``where``: its
-        Descriptor). A persistent request's records carry its first epoch, the same at every
-        start, and are written once: a later start sends its notices alone while my peers
-        still hold its records for the same registration -- no other call of mine has written
-        records since (``records``) and the buffer is registered as it was."""
-        first = c.s.record_epoch = 0 if persistent is None else persistent.first(self.epoch)
-        c.s.notice_only = bool(first) and self.records == first and persistent.where == where
-        if not c.s.notice_only:
-            c.s.advert(0, *where)
-        self.records = first
+        Descriptor), by the rule of the module's docstring: a persistent request's records
+        carry its first epoch and are written once, while my peers still hold them for the
+        same registration."""
+        first = 0 if persistent is None else persistent.first(self.epoch)
+        c.s.advertise_recv(first, persistent is not None and persistent.where == where, *where)
         if persistent is not None:
             persistent.where = where
 

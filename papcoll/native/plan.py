@@ -66,7 +66,7 @@ class Plan:
         ``counter`` (a lib.counter: the Exchange's epoch; ``adverts``, its count of zero-copy
         calls); the engine runs ``slice`` seconds before the algorithm takes over. Calls of a
         zero-copy scheme are a persistent request's, on the buffers ``zero_copy`` names
-        (struct pc_plan's fields: Exchange.persistent)."""
+        (struct pc_plan's fields: algorithms/plans.persistent)."""
         return cls(algorithm, ENGINE, calls[0].s.x.n, parts=calls, epoch=counter,
                    adverts=adverts, slice=slice, calls=[call.s for call in calls], **zero_copy)
 
