@@ -164,6 +164,26 @@ def test_arrival_run_writes_results(tmp_path, late):
 
 
 @pytest.mark.mpi
+def test_phases_of_the_hierarchical_calls_are_reported(tmp_path):
+    """--phases (trace="phases": no event per peer) still records the phases of the
+    hierarchical calls, whose rounds run as schedules in C: N=4 as 2 nodes of 2."""
+    res = launch(4, ["-m", "papcoll.bench", "arrival", "--sizes", "8,4K", "--mif", "1",
+                     "--iterations", 3, "--warmup", 1, "--phases", "--algorithms",
+                     "mpi,shm_direct,pap_shm_direct", "--out", tmp_path, "--name", "run"],
+                 env={"PAPCOLL_NODE_SIZE": "2"}, timeout=240)
+    assert res.returncode == 0, res.stdout[-4000:]
+    rows = json.loads((tmp_path / "run.json").read_text())["results"]
+    for row in rows:
+        phases = row.get("phases_us", {})
+        if row["algorithm"] == "mpi":
+            assert not phases
+        else:
+            assert {"gather", "masters", "scatter"} <= phases.keys(), row["algorithm"]
+            assert all(0 <= us <= row["max_us"] for us in phases.values()), phases
+    assert "phases (us, mean): gather" in res.stdout
+
+
+@pytest.mark.mpi
 @pytest.mark.parametrize("variant,sizes,served", [
     ("v", "8,4K", {"mpi", "pap_direct", "auto"}), ("w", "4,8", {"mpi", "pap_direct", "auto"}),
     ("persistent", "8,4K", {"mpi", "pap_direct", "auto"})])

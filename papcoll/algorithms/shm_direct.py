@@ -130,6 +130,9 @@ class ShmDirect(IntraNodeAlgorithm):
             raise
         self.copy_lists = {}
         self.rounds = counter()     # the round counter, the plans' too
+        # The schedule's log, replayed into a trace: its phases, and its sources when the
+        # trace takes events.
+        self.logged = not isinstance(ctx.trace, NoTrace)
 
     round = counted("rounds")
 
@@ -212,7 +215,7 @@ class ShmDirect(IntraNodeAlgorithm):
         tasks = self.tasks(lists.cma)
         lists.tasks = [task for task, _, _ in tasks]
         schedule(h, tasks)
-        if self.tracing:
+        if self.logged:
             lists.events = np.zeros(2 * (2 * self.n + len(self.nodes) + 8), np.int64)
             h.sched.events, h.sched.max_events = lists.events, lists.events.size // 2
 
@@ -275,7 +278,7 @@ class ShmDirect(IntraNodeAlgorithm):
             elif rc != 1:
                 self.round_error(lists, rc)
         finally:
-            if self.tracing:
+            if self.logged:
                 self.replay(lists)
         if lists.cma:
             gone = self.board.gave_up(range(self.n), self.ctx.calls)
