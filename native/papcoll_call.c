@@ -146,7 +146,7 @@ static int zero_copy(const struct pc_plan *p)
 
 /* A zero-copy plan's start: the next of the Exchange's zero-copy calls; the first start
  * makes its epoch the request's. */
-static uint64_t advertise(const struct pc_plan *p, uint64_t epoch)
+static uint64_t next_advert(const struct pc_plan *p, uint64_t epoch)
 {
     if (*p->first == 0)
         *p->first = epoch;
@@ -165,7 +165,7 @@ static int run_engine(const struct pc_plan *p, const char *send, char *recv, int
     struct pc_xcall *c = p->calls[epoch % 2];
     size_t me = c->x->me, block = (size_t)p->nbytes / c->x->n;
     int zcopy = zero_copy(p);
-    pc_xcall_start(c, epoch, zcopy ? advertise(p, epoch) : *p->adverts, p->sig, c->code,
+    pc_xcall_start(c, epoch, zcopy ? next_advert(p, epoch) : *p->adverts, p->sig, c->code,
                    (int64_t)block);
     c->out = zcopy ? NULL : recv;
     if (zcopy) {

@@ -15,7 +15,7 @@ class Persistent:
     """What a persistent request keeps between its starts: the epoch of its first (its
     advert records carry it; a counter, which its plan reads too) and the registration the
     records of its per-call path describe (zero-copy, ``where``); its own ``plan``, which
-    starts it in C on registrations of its buffers that it owns (Exchange.persistent); or
+    starts it in C on registrations of its buffers that it owns (plans.persistent); or
     ``mpi``'s MPI persistent request. ``free()`` frees the last two."""
 
     def __init__(self):

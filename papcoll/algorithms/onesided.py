@@ -376,7 +376,7 @@ class OneSidedAlgorithm(Algorithm):
         return ""
 
     def persistent_plan(self, sendbuf, recvbuf, send, recv, kept):
-        """A persistent zero-copy request's own plan (Exchange.persistent), or None."""
+        """A persistent zero-copy request's own plan (plans.persistent), or None."""
         scheme = self.scheme_of(recv.block)
         if scheme is None or not isinstance(self.ctx.trace, NoTrace):
             return None

@@ -39,8 +39,8 @@ def persistent(x, algorithm, scheme, sendbuf, recvbuf, send, recv, sig, kept):
     for call in calls:
         call.s.code = signature.code_of(sig)
     plan = Plan.engine(algorithm, calls, x.counter, x.advert_counter, CHECK_EVERY,
-                       first=kept.first_counter, recv_at=exposed.address, recv_bytes=exposed.nbytes,
-                       rkey=exposed.rkey, send_at=address(send.data),
+                       first=kept.first_counter, recv_at=exposed.address,
+                       recv_bytes=exposed.nbytes, rkey=exposed.rkey, send_at=address(send.data),
                        lkey=source.lkey if source else 0)
     plan.held = [region for region in (exposed, source) if region is not None]
     if plan.bind(sendbuf, recvbuf, recv, sig):
