@@ -9,7 +9,9 @@ inside the call is taken per process, averaged over the processes, then over the
 MIF x t_msg and the others not at all.
 
 t_msg, the time of one message of the size, is the MINIMUM over repetitions of half the round
-trip of a ping-pong of one block between ranks 0 and 1 (the minimum because on a shared,
+trip of a ping-pong of one block between ranks 0 and 1, or with ``--t-msg across`` between rank 0
+and the first rank of another node, a message across the network, as on the paper's cluster where
+a node-mate's message would set delays below the network's own skew (the minimum because on a shared,
 oversubscribed machine the median also measures the scheduler, and would rescale the delays from
 run to run); rank 0 broadcasts it. With one process it is the minimum time of a local copy.
 
@@ -43,7 +45,7 @@ from papcoll.algorithms import AUTO, policy
 from . import fabric
 from .arrival_measure import (CLOCK_METHOD, T_MSG_METHOD, block_rng, clock_offsets,
                               delay_table, late_count, message_time, run_block, summarize,
-                              usable_algorithms)
+                              t_msg_peer, usable_algorithms)
 from .variants import VARIANTS, caller, case
 from .options import comma_list, format_size, integer, parse_algorithm, parse_size
 
@@ -91,6 +93,10 @@ def add_arguments(parser):
                         help="record each call's phases (gather, masters, scatter: the "
                              "hierarchical algorithms) and report their mean times; the "
                              "recording costs a little time in those calls")
+    parser.add_argument("--t-msg", choices=("within", "across"), default="within",
+                        help="t_msg's ping-pong partner of rank 0: rank 1 (within, the default) "
+                             "or the first rank of another node (across: delays in units of a "
+                             "network message)")
     parser.add_argument("--spin", action="store_true",
                         help="busy-wait the delays (default: sleep, spinning only the last 50 us)")
     parser.add_argument("--mixed-fabrics", action="store_true",
@@ -165,8 +171,9 @@ def block_rows(size, mif, names, t_msg, bound, delays, arrivals, in_calls, phase
     return rows
 
 
-def measure(pc, args, names, offset, progress):
-    """Every block; returns (t_msg entries, result rows), both complete on rank 0 only."""
+def measure(pc, args, names, offset, peer, progress):
+    """Every block, t_msg measured with rank ``peer``; returns (t_msg entries, result rows), both
+    complete on rank 0 only."""
     rank, nprocs = pc.Get_rank(), pc.Get_size()
     rounds = args.warmup + args.iterations
     t_msgs, rows = [], []
@@ -174,7 +181,7 @@ def measure(pc, args, names, offset, progress):
     for size in args.sizes:
         this = case(args.variant, rank, nprocs, size, args.seed)
         t_msg, median = message_time(pc, size if args.variant != "w" else
-                                     this.bytes // nprocs)
+                                     this.bytes // nprocs, peer)
         t_msgs.append({"size": size, "t_msg_us": t_msg * 1e6, "median_us": median * 1e6})
         for mif in args.mif:
             bound = mif * t_msg
@@ -257,7 +264,8 @@ def run(args):
         clocks = pc.gather({"offset_us": offset * 1e6, "round_trip_us": round_trip * 1e6}, root=0)
         progress = Progress(len(args.sizes) * len(args.mif) * (args.warmup + args.iterations),
                             enabled=rank == 0)
-        t_msgs, rows = measure(pc, args, names, offset, progress)
+        peer = t_msg_peer(topo, args.t_msg == "across")
+        t_msgs, rows = measure(pc, args, names, offset, peer, progress)
     if rank == 0:
         result = {
             "benchmark": "papcoll random-arrival",
@@ -280,7 +288,7 @@ def run(args):
             "fabric": {name: {str(size): fabric.describe(nets) for size, nets in per.items()}
                        for name, per in fabrics.items()},
             "mixed_fabrics": bool(wrong),
-            "t_msg": {"method": T_MSG_METHOD, "per_size": t_msgs},
+            "t_msg": {"method": T_MSG_METHOD.format(peer=peer), "per_size": t_msgs},
             "clock": {"method": CLOCK_METHOD, "per_rank": clocks},
             "results": rows,
         }

@@ -14,8 +14,8 @@ PINGPONG_WARMUP = 5
 CLOCK_PINGPONGS = 50    # per rank, for its clock offset
 SPIN_TAIL = 50e-6       # sleep() overshoots by up to the timer slack (50 us): spin that part
 IDLE_POLL = 2e-4        # how often ranks with nothing to do check whether they may go on
-T_MSG_METHOD = (f"min over {PINGPONGS} ping-pongs of one block between ranks 0 and 1 of half the "
-                f"round trip (local copy when N=1), broadcast from rank 0")
+T_MSG_METHOD = (f"min over {PINGPONGS} ping-pongs of one block between rank 0 and rank {{peer}} of "
+                f"half the round trip (local copy when N=1), broadcast from rank 0")
 CLOCK_METHOD = (f"offset to rank 0 from {CLOCK_PINGPONGS} ping-pongs per rank: the one with the "
                 f"smallest round trip, offset = rank 0's time - midpoint")
 
@@ -116,20 +116,28 @@ def clock_offsets(comm):
     return tuple(map(float, result))
 
 
-def message_time(comm, nbytes):
-    """t_msg in seconds for one block of ``nbytes`` (see arrival.py's docstring), and the samples'
-    median, the same on every rank."""
+def t_msg_peer(topology, across):
+    """Rank 0's partner in the t_msg ping-pong: rank 1, or with ``across`` the lowest rank on
+    another node, node 1's master (nodes are numbered by their lowest rank: rank 0 is node 0's)."""
+    if across and len(topology.nodes) > 1:
+        return topology.nodes[1][0]
+    return min(1, topology.size - 1)
+
+
+def message_time(comm, nbytes, peer=1):
+    """t_msg in seconds for one block of ``nbytes`` (see arrival.py's docstring) between rank 0
+    and ``peer``, and the samples' median, the same on every rank."""
     rank = comm.Get_rank()
     block, other = np.zeros(nbytes, np.uint8), np.zeros(nbytes, np.uint8)
     samples = []
-    if rank < 2:
+    if rank in (0, peer):
         for _ in range(PINGPONG_WARMUP + PINGPONGS):
             start = time.perf_counter()
             if comm.Get_size() == 1:
                 np.copyto(other, block)
             elif rank == 0:
-                comm.Send(block, dest=1)
-                comm.Recv(other, source=1)
+                comm.Send(block, dest=peer)
+                comm.Recv(other, source=peer)
             else:
                 comm.Recv(other, source=0)
                 comm.Send(block, dest=0)

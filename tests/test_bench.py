@@ -9,6 +9,7 @@ from launcher import launch
 
 import papcoll
 from papcoll.bench import arrival, arrival_measure, fabric, options
+from papcoll.topology import Topology
 
 bench_main = importlib.import_module("papcoll.bench.__main__")
 
@@ -88,6 +89,18 @@ def test_turn_order_rotates_who_goes_first():
     assert [order[0] for order in orders] == [0, 1, 2]
 
 
+def test_t_msg_partner_is_rank_1_or_the_next_nodes_master():
+    def topology(node_of):
+        nodes = [[r for r, n in enumerate(node_of) if n == k] for k in range(max(node_of) + 1)]
+        return Topology(0, len(node_of), node_of, nodes, emulated=True, crowded=False,
+                        crowded_anywhere=False)
+    peer = arrival_measure.t_msg_peer
+    assert [peer(topology([0, 0, 1, 1]), across) for across in (False, True)] == [1, 2]
+    assert [peer(topology([0, 1, 0, 1]), across) for across in (False, True)] == [1, 1]
+    assert [peer(topology([0, 0, 0]), across) for across in (False, True)] == [1, 1]
+    assert [peer(topology([0]), across) for across in (False, True)] == [0, 0]
+
+
 def test_dispatcher_imports_only_the_chosen_subcommand(monkeypatch):
     monkeypatch.setitem(bench_main.SUBCOMMANDS, "broken", ("no_such_module", "cannot import"))
     module, args = bench_main.parse(["arrival", "--mif", "5,1", "--sizes", "8K"])
@@ -164,16 +177,19 @@ def test_arrival_run_writes_results(tmp_path, late):
 
 
 @pytest.mark.mpi
-def test_phases_of_the_hierarchical_calls_are_reported(tmp_path):
+def test_phases_and_a_t_msg_across_nodes_are_reported(tmp_path):
     """--phases (trace="phases": no event per peer) still records the phases of the
-    hierarchical calls, whose rounds run as schedules in C: N=4 as 2 nodes of 2."""
+    hierarchical calls, whose rounds run as schedules in C: N=4 as 2 nodes of 2. With
+    --t-msg across, t_msg is a ping-pong with node 1's master, rank 2."""
     res = launch(4, ["-m", "papcoll.bench", "arrival", "--sizes", "8,4K", "--mif", "1",
-                     "--iterations", 3, "--warmup", 1, "--phases", "--algorithms",
+                     "--iterations", 3, "--warmup", 1, "--phases", "--t-msg", "across",
+                     "--algorithms",
                      "mpi,shm_direct,pap_shm_direct", "--out", tmp_path, "--name", "run"],
                  env={"PAPCOLL_NODE_SIZE": "2"}, timeout=240)
     assert res.returncode == 0, res.stdout[-4000:]
-    rows = json.loads((tmp_path / "run.json").read_text())["results"]
-    for row in rows:
+    result = json.loads((tmp_path / "run.json").read_text())
+    assert "between rank 0 and rank 2 " in result["t_msg"]["method"]
+    for row in result["results"]:
         phases = row.get("phases_us", {})
         if row["algorithm"] == "mpi":
             assert not phases

@@ -44,7 +44,7 @@ def fake_arrival(nprocs, sizes=(8, 1024), mifs=(1, 32), late=None, iterations=2)
         "sizes": list(sizes), "mifs": list(mifs),
         "algorithms": {name: f"{name} described" for name in NAMES},
         "skipped": {"cma_pap": "needs a kernel with CMA"},
-        "t_msg": {"method": arrival_measure.T_MSG_METHOD,
+        "t_msg": {"method": arrival_measure.T_MSG_METHOD.format(peer=1),
                   "per_size": [{"size": s, "t_msg_us": 1.0, "median_us": 1.5} for s in sizes]},
         "clock": {"method": arrival_measure.CLOCK_METHOD,
                   "per_rank": [{"offset_us": 0.0, "round_trip_us": 2.0}] * nprocs},
