@@ -20,7 +20,8 @@ for arrivals, copying out, posting the writes, reaping their completions -- plus
 protocol itself makes it wait for: one round trip for the zero-copy schemes (peers write only
 once they see its advertisement), its peers' reads for cma_pap (its buffer must stay put until
 they are done). Over verbs one more row, ``bare verbs loop``, measures the same way the bare
-verbs operations a call needs (verbs_loop.py): the floor papcoll's verbs calls stand on.
+verbs operations a call needs (verbs_loop.py): the floor papcoll's verbs calls stand on (with
+``--posted``, its posts alone).
 """
 import time
 
@@ -185,7 +186,7 @@ def bare_verbs(world, nbytes, bufs, args):
     """(CPU, wall) of the bare verbs operations a call of ``nbytes`` per peer needs
     (verbs_loop.py), measured the same way."""
     comm = world.Dup()
-    loop = BareLoop(comm, nbytes)
+    loop = BareLoop(comm, nbytes, posted=args.posted)
     try:
         return measure(comm, loop, bufs, args.iterations, args.delay, check=False)
     finally:

@@ -7,7 +7,8 @@ arrival order, no copy out of the inbox -- on resources of its own, made with py
 papcoll's native core makes its own (native/papcoll_ibv.c: one RC QP per peer, the same
 attributes): work requests built once and reused, inline up to 64 bytes, every write
 signalled, receives re-posted as they are consumed. ``papcoll.bench cost`` reports its CPU time
-per call next to papcoll's, over verbs.
+per call next to papcoll's, over verbs; with ``posted`` a call only posts its writes and
+``finish()`` reaps them, so that ``cost --posted`` times the same part of both.
 """
 import mmap
 import os
@@ -21,7 +22,7 @@ from papcoll.transport.verbs import _INLINE, _RECVS_PER_PEER, _SENDS_PER_PEER, f
 class BareLoop:
     """Collective: a minimal verbs exchange of ``nbytes`` per peer over ``comm``."""
 
-    def __init__(self, comm, nbytes):
+    def __init__(self, comm, nbytes, posted=False):
         import pyverbs.enums as e
         from pyverbs import addr, cq, device, mr, pd, qp, wr
         n, me = comm.Get_size(), comm.Get_rank()
@@ -85,6 +86,7 @@ class BareLoop:
             for _ in range(_RECVS_PER_PEER):
                 self.qps[peer].post_recv(self.receives[peer])
         self.success = e.IBV_WC_SUCCESS
+        self.posted = posted
         comm.Barrier()                         # every QP ready before the first write
 
     def _keep(self, resource):
@@ -92,9 +94,17 @@ class BareLoop:
         return resource
 
     def __call__(self, send=None, recv=None):
-        n = len(self.peers)
         for peer in self.peers:
             self.qps[peer].post_send(self.requests[peer])
+        if not self.posted:
+            self._reap()
+
+    def finish(self):
+        if self.posted:
+            self._reap()
+
+    def _reap(self):
+        n = len(self.peers)
         received = sent = 0
         while received < n or sent < n:
             count, completions = self.recv_cq.poll(num_entries=64)

@@ -60,13 +60,15 @@ CALLS = [("V ok", ["vcalls.py", "v", "pap_direct", 20]),
          ("MISMATCH 0 [1]", ["vcalls.py", "mismatch", "pap_direct"])]
 COST = ["-m", "papcoll.bench", "cost", "--sizes", "8,8K", "--iterations", "10",
         "--algorithms", "mpi,pap_direct", "--counts"]
+POSTED = ["-m", "papcoll.bench", "cost", "--sizes", "8", "--iterations", "10",
+          "--algorithms", "mpi,pap_direct", "--posted"]
 
 
 def test_three_ranks_over_verbs(run_mpi):
-    """The cost benchmark with its bare verbs loop and counts, the matrix (the hierarchical one
-    as nodes of 2 and 1), Alltoallv/w and requests."""
+    """The cost benchmark with its bare verbs loop and counts, and up to the posts, the matrix
+    (the hierarchical one as nodes of 2 and 1), Alltoallv/w and requests."""
     calls = [["PAPCOLL_COPY_THRESHOLD=4096", *args] for _, args in CALLS]
-    res = run_mpi(3, "chain.py", *chain(COST, *matrix_steps(2), *calls), env=VERBS,
+    res = run_mpi(3, "chain.py", *chain(COST, POSTED, *matrix_steps(2), *calls), env=VERBS,
                   timeout=2400)
     assert res.returncode == 0, res.stdout[-6000:]
     out = res.stdout
@@ -75,7 +77,7 @@ def test_three_ranks_over_verbs(run_mpi):
         assert out.count(done) == (1 if done.startswith("MISMATCH") else 3), out[-4000:]
     rows = [line.split() for line in out.splitlines() if line.split()[:1] in (["8"], ["8K"])]
     assert [(r[0], " ".join(r[1:-3])) for r in rows] == [
-        (s, a) for s in ("8", "8K") for a in ("mpi", "pap_direct", "bare verbs loop")], out
+        (s, a) for s in ("8", "8K", "8") for a in ("mpi", "pap_direct", "bare verbs loop")], out
     assert all(float(r[-3]) > 0 and float(r[-2]) > 0 for r in rows), rows
     # Per late call of pap_direct, N=3: at least a write to each of its 2 peers, and their 2
     # notices reaped, each receive posted again.
