@@ -9,11 +9,12 @@ inside the call is taken per process, averaged over the processes, then over the
 MIF x t_msg and the others not at all.
 
 t_msg, the time of one message of the size, is the MINIMUM over repetitions of half the round
-trip of a ping-pong of one block between ranks 0 and 1, or with ``--t-msg across`` between rank 0
-and the first rank of another node, a message across the network, as on the paper's cluster where
-a node-mate's message would set delays below the network's own skew (the minimum because on a shared,
+trip of a ping-pong of one block between ranks 0 and 1 (the minimum because on a shared,
 oversubscribed machine the median also measures the scheduler, and would rescale the delays from
 run to run); rank 0 broadcasts it. With one process it is the minimum time of a local copy.
+``--t-msg across`` pings the first rank of another node instead, so that the delays count
+network messages: ranks 0 and 1 often share a node, whose message can be far shorter than the
+network's own skew between nodes.
 
 No alltoall can end on a process before the last process has arrived, and processes never arrive
 together (barrier exit skew, sleep overshoot). So every call also records the *unavoidable wait*,

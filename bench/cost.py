@@ -120,8 +120,10 @@ def run(args):
         names = args.algorithms or list(dict.fromkeys(["mpi", *papcoll.algorithms, AUTO]))
         names, skipped = usable_algorithms(pc, names)
         if rank == 0:
-            print(f"# papcoll cost ({args.variant}{', up to the posts' if args.posted else ''}): N={size}, transport {chosen_transport()}, "
-                  f"{args.iterations} late calls per cell, late by {args.delay * 1e3:g} ms")
+            part = ", up to the posts" if args.posted else ""
+            print(f"# papcoll cost ({args.variant}{part}): N={size}, transport "
+                  f"{chosen_transport()}, {args.iterations} late calls per cell, late by "
+                  f"{args.delay * 1e3:g} ms")
             for name, why in skipped.items():
                 print(f"# skipped {name}: {why}")
             print(f"{'Size':8} {'Algorithm':18} {'CPU(us)':>9} {'Wall(us)':>9} {'CPU vs mpi':>10}")
