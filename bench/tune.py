@@ -30,7 +30,7 @@ from papcoll.algorithms import AUTO, policy
 from papcoll.errors import ConfigError
 
 from .arrival import Progress, measure
-from .arrival_measure import clock_offsets, usable_algorithms
+from .arrival_measure import clock_offsets, t_msg_peer, usable_algorithms
 from .options import comma_list, format_size, integer, parse_size
 
 SIZES = [8, 64, 256, 1024, 8192, 65536, 262144, 1 << 20]
@@ -121,7 +121,8 @@ def tune_shape(comm, args, progress_on):
         offset, _ = clock_offsets(pc)
         progress = Progress(len(opts.sizes) * len(opts.mif) * (opts.warmup + opts.iterations),
                             enabled=progress_on)
-        _, rows = measure(pc, opts, [n for n in names if n != AUTO], offset, progress)
+        _, rows = measure(pc, opts, [n for n in names if n != AUTO], offset,
+                          t_msg_peer(topo, across=False), progress)
     if comm.Get_rank() != 0:
         return []
     cores = os.cpu_count()
