@@ -35,7 +35,7 @@ from .options import comma_list, format_size, integer, parse_size
 
 SIZES = [8, 64, 256, 1024, 8192, 65536, 262144, 1 << 20]
 QUICK_SIZES = [8, 1024, 65536, 1 << 20]
-SHAPE = ("processes", "nodes", "ppn", "transport", "library")   # what a tuned row serves
+SHAPE = ("processes", "nodes", "ppn", "transport", "library", "emulated")   # what a tuned row serves
 
 
 def add_arguments(parser):
@@ -116,7 +116,8 @@ def tune_shape(comm, args, progress_on):
         nodes = len(topo.nodes)
         library = policy.library()       # its MPI's own calls were the baseline
         shape = (pc.Get_size(), nodes, topo.ppn, transport.choose() if nodes > 1 else None,
-                 library if library in policy.LIBRARIES else None)
+                 library if library in policy.LIBRARIES else None,
+                 topo.emulated if nodes > 1 else None)
         names, _ = usable_algorithms(pc, sorted(papcoll.algorithms))
         offset, _ = clock_offsets(pc)
         progress = Progress(len(opts.sizes) * len(opts.mif) * (opts.warmup + opts.iterations),

@@ -22,7 +22,8 @@ def _shape(row):
     """A row's shape: the only communicators (and MPI library) it serves."""
     said = [f"{label}={value}" for label, value in (
         ("N", row.processes), ("nodes", row.nodes), ("ppn", row.ppn),
-        ("transport", row.transport), ("library", row.library)) if value is not None]
+        ("transport", row.transport), ("library", row.library),
+        ("emulated", row.emulated)) if value is not None]
     return f"  only {' '.join(said)}" if said else ""
 
 

@@ -90,11 +90,12 @@ def test_tune_bounds_rows_between_the_sizes_measured():
             for a, t in times.items()]
     chosen = tune.winners(rows, [8, 64, 1024], [1, 32])
     assert {s: c[0] for s, c in chosen.items()} == {8: "shm_pap", 64: "mpi", 1024: "shm_pap"}
-    out = tune.table_rows(chosen, [8, 64, 1024], (4, 2, 2, "mpi-rma", "Open MPI"), "here")
+    out = tune.table_rows(chosen, [8, 64, 1024], (4, 2, 2, "mpi-rma", "Open MPI", True), "here")
     assert [(r["algorithm"], r.get("min_block"), r.get("max_block")) for r in out] == [
         ("shm_pap", None, 22), ("mpi", 23, 256), ("shm_pap", 257, None)]
     assert out[0]["processes"] == 4 and out[0]["transport"] == "mpi-rma"
     assert out[0]["library"] == "Open MPI"           # serves under that MPI only
+    assert out[0]["emulated"] is True                # and on emulated nodes only
     assert out[0]["measured"] == "here; 0.90-1.05 x MPI"
     assert policy.load(table(*out), "t")
 

@@ -5,10 +5,10 @@ file, not code, so that a table measured elsewhere can replace it. Each row says
 measured; docs/policy.md keeps the measurements behind the rows. A **tuning file** (``python -m
 papcoll tune`` writes it; ``PAPCOLL_TUNING_FILE``, else :data:`DEFAULT_FILE` if it exists) adds
 rows measured on this machine, tried before the shipped ones; each names the shape it was
-measured on (processes, nodes, processes per node, transport) and serves only that shape, so a
-file from another machine shape leaves the shipped table in force. Rows are tried in order; the
-first whose shape and topology match, whose bounds admit the call and whose algorithm can run
-on this communicator wins. Every input is the same on every rank of a call -- a Communicator's
+measured on (processes, nodes, processes per node, transport, real or emulated nodes) and
+serves only that shape, so a file from another machine shape leaves the shipped table in force.
+Rows are tried in order; the first whose shape and topology match, whose bounds admit the call
+and whose algorithm can run on this communicator wins. Every input is the same on every rank of a call -- a Communicator's
 creation meeting checks that every rank read the same tuning file (context.py) -- so every
 rank chooses alike.
 """
@@ -53,6 +53,7 @@ class Row:
     transport: str | None = None  # between nodes
     call: str = "alltoall"        # or "alltoallv", "alltoallw" (which take no size bounds)
     library: str | None = None    # the MPI library it was measured against (None: any)
+    emulated: bool | None = None  # measured on emulated nodes (True) or real ones (None: either)
 
     def admits(self, block, size):
         return ((self.max_call is None or block * size <= self.max_call)
@@ -67,6 +68,7 @@ class Row:
                 and (self.nodes is None or self.nodes == len(topo.nodes))
                 and (self.ppn is None or self.ppn == topo.ppn)
                 and (self.library is None or self.library == library())
+                and (self.emulated is None or self.emulated == topo.emulated)
                 and (self.transport is None
                      or (len(topo.nodes) > 1 and self.transport == transport.choose())))
 
@@ -104,6 +106,9 @@ def load(text, source):
             if value is not None and (type(value) is not int or value < 0):
                 raise bad(f"row {i}, field {key!r}", f"wants a count >= 0, not {value!r}",
                           line.get(key))
+        if entry.get("emulated") not in (None, True, False):
+            raise bad(f"row {i}, field 'emulated'", f"wants true or false, not "
+                      f"{entry['emulated']!r}", line.get("emulated"))
         if entry.get("library") not in (None, *LIBRARIES):
             raise bad(f"row {i}, field 'library'", f"{entry['library']!r} is not one of "
                       f"{LIBRARIES}", line.get("library"))
