@@ -6,8 +6,10 @@ Time in the call mixes waiting for peers with the library's own work. To see the
 every iteration makes one process late by ``--delay`` (the others call at once, so by the time
 it arrives every peer's data or advertisement is already there), and measures the late
 process's call: its thread CPU time (``time.thread_time``: the library's work in this process,
-its spinning included, not the time it slept) and its wall time. The late role rotates over the
-ranks. With ``--counts`` it also counts, per late call, what papcoll's verbs transport did --
+its spinning included, not the time it slept), the part of that spent in the kernel
+(``getrusage``'s system time of the thread: over SoftRoCE a post's packets are made there, in
+the poster's time; the kernel samples the split at its ticks, so it is a mean over many calls,
+not a per-call figure) and its wall time. The late role rotates over the ranks. With ``--counts`` it also counts, per late call, what papcoll's verbs transport did --
 work requests posted (writes, receives re-posted), completions reaped, polls and the polls
 that found nothing -- and what its native waits did: looks, yields, sleeps. With ``--posted``
 it times only the part of the late call up to its writes' posts: the call made as a request
@@ -23,6 +25,7 @@ they are done). Over verbs one more row, ``bare verbs loop``, measures the same 
 verbs operations a call needs (verbs_loop.py): the floor papcoll's verbs calls stand on (with
 ``--posted``, its posts alone).
 """
+import resource
 import time
 
 import numpy as np
@@ -61,15 +64,21 @@ def add_arguments(parser):
                         help="seconds the late process waits before its call (default 0.003)")
 
 
+def kernel_time():
+    """This thread's system CPU seconds so far."""
+    return resource.getrusage(resource.RUSAGE_THREAD).ru_stime
+
+
 def measure(pc, call, bufs, iterations, delay, check=True, counts=None):
-    """Mean (CPU, wall) seconds of the late process's call, over the iterations (collective);
-    ``check``: the warm-up call's result is checked. ``counts``: a function returning {name:
-    count so far}; its mean growth per late call is returned third ({} without). A ``call``
-    with ``finish`` (:class:`Posted`) is timed and counted up to its ``finish()`` only."""
+    """Mean (CPU, of it in the kernel, wall) seconds of the late process's call, over the
+    iterations (collective); ``check``: the warm-up call's result is checked. ``counts``: a
+    function returning {name: count so far}; its mean growth per late call is returned fourth
+    ({} without). A ``call`` with ``finish`` (:class:`Posted`) is timed and counted up to its
+    ``finish()`` only."""
     finish = getattr(call, "finish", lambda: None)
     rank, size = pc.Get_rank(), pc.Get_size()
     send, recv, want = bufs
-    cpu = wall = 0.0
+    cpu = kernel = wall = 0.0
     grew = {}
     for it in range(iterations + 1):                 # the first: a warm-up, checked
         late = it % size
@@ -77,22 +86,23 @@ def measure(pc, call, bufs, iterations, delay, check=True, counts=None):
         if rank == late:
             time.sleep(delay)
             before = counts() if counts else {}
-            c0, w0 = time.thread_time(), time.perf_counter()
+            c0, k0, w0 = time.thread_time(), kernel_time(), time.perf_counter()
         call(send, recv)
         if rank == late and it:
             cpu += time.thread_time() - c0
+            kernel += kernel_time() - k0
             wall += time.perf_counter() - w0
             for key, n in (counts() if counts else {}).items():
                 grew[key] = grew.get(key, 0) + n - before[key]
         finish()
         if check and not it and not np.array_equal(recv, want):
             raise AssertionError("wrong data in a checked call")
-    cpu, wall = (pc.allreduce(x) / (iterations or 1) for x in (cpu, wall))
+    cpu, kernel, wall = (pc.allreduce(x) / (iterations or 1) for x in (cpu, kernel, wall))
     total = {}
     for part in pc.allgather(grew):
         for key, n in part.items():
             total[key] = total.get(key, 0) + n
-    return cpu, wall, {key: n / (iterations or 1) for key, n in total.items()}
+    return cpu, kernel, wall, {key: n / (iterations or 1) for key, n in total.items()}
 
 
 WAITS = ("looks", "yields", "sleeps")
@@ -126,7 +136,8 @@ def run(args):
                   f"{args.delay * 1e3:g} ms")
             for name, why in skipped.items():
                 print(f"# skipped {name}: {why}")
-            print(f"{'Size':8} {'Algorithm':18} {'CPU(us)':>9} {'Wall(us)':>9} {'CPU vs mpi':>10}")
+            print(f"{'Size':8} {'Algorithm':18} {'CPU(us)':>9} {'Kernel(us)':>10} {'Wall(us)':>9} "
+                  f"{'CPU vs mpi':>10}")
         for nbytes in args.sizes:
             bufs = buffers(rank, size, nbytes)
             base = None
@@ -136,17 +147,17 @@ def run(args):
                 if args.counts:
                     call(*bufs[:2])          # the algorithm and its transport exist from here
                     getattr(call, "finish", lambda: None)()
-                cpu, wall, counted = measure(pc, call, bufs, args.iterations, args.delay,
+                cpu, kernel, wall, counted = measure(pc, call, bufs, args.iterations, args.delay,
                                              counts=counter(pc, name) if args.counts else None)
                 getattr(call, "free", lambda: None)()
                 base = cpu if name == "mpi" else base
-                report(rank, nbytes, name, cpu, wall, base)
+                report(rank, nbytes, name, cpu, kernel, wall, base)
                 if args.counts and rank == 0:
                     print("#   per late call: " + ", ".join(
                         f"{key} {n:.1f}" for key, n in counted.items()), flush=True)
             if chosen_transport() == "verbs":
-                cpu, wall, _ = bare_verbs(world, nbytes, bufs, args)
-                report(rank, nbytes, "bare verbs loop", cpu, wall, base)
+                cpu, kernel, wall, _ = bare_verbs(world, nbytes, bufs, args)
+                report(rank, nbytes, "bare verbs loop", cpu, kernel, wall, base)
     return 0
 
 
@@ -177,15 +188,15 @@ class Posted:
             self.kept.free()
 
 
-def report(rank, nbytes, name, cpu, wall, base):
+def report(rank, nbytes, name, cpu, kernel, wall, base):
     ratio = f"{cpu / base:10.2f}" if base else f"{'':10}"
     if rank == 0:
-        print(f"{format_size(nbytes):8} {name:18} {cpu * 1e6:9.2f} {wall * 1e6:9.2f} {ratio}",
-              flush=True)
+        print(f"{format_size(nbytes):8} {name:18} {cpu * 1e6:9.2f} {kernel * 1e6:10.2f} "
+              f"{wall * 1e6:9.2f} {ratio}", flush=True)
 
 
 def bare_verbs(world, nbytes, bufs, args):
-    """(CPU, wall) of the bare verbs operations a call of ``nbytes`` per peer needs
+    """(CPU, kernel, wall, {}) of the bare verbs operations a call of ``nbytes`` per peer needs
     (verbs_loop.py), measured the same way."""
     comm = world.Dup()
     loop = BareLoop(comm, nbytes, posted=args.posted)
