@@ -8,9 +8,10 @@ it arrives every peer's data or advertisement is already there), and measures th
 process's call: its thread CPU time (``time.thread_time``: the library's work in this process,
 its spinning included, not the time it slept), the part of that spent in the kernel
 (``getrusage``'s system time of the thread: over SoftRoCE a post's packets are made there, in
-the poster's time; the kernel samples the split at its ticks, so it is a mean over many calls,
-not a per-call figure) and its wall time. The late role rotates over the ranks. With ``--counts`` it also counts, per late call, what papcoll's verbs transport did --
-work requests posted (writes, receives re-posted), completions reaped, polls and the polls
+the poster's time; a kernel may sample the split at its ticks, so it is a mean over many
+calls, not a per-call figure) and its wall time. The late role rotates over the ranks. With
+``--counts`` it also counts, per late call, what papcoll's verbs transport did -- work
+requests posted (writes, receives re-posted), completions reaped, polls and the polls
 that found nothing -- and what its native waits did: looks, yields, sleeps. With ``--posted``
 it times only the part of the late call up to its writes' posts: the call made as a request
 (``Ialltoall``; a persistent one's ``Start``) and tested once -- one pass of the engine, which
@@ -147,8 +148,9 @@ def run(args):
                 if args.counts:
                     call(*bufs[:2])          # the algorithm and its transport exist from here
                     getattr(call, "finish", lambda: None)()
-                cpu, kernel, wall, counted = measure(pc, call, bufs, args.iterations, args.delay,
-                                             counts=counter(pc, name) if args.counts else None)
+                cpu, kernel, wall, counted = measure(
+                    pc, call, bufs, args.iterations, args.delay,
+                    counts=counter(pc, name) if args.counts else None)
                 getattr(call, "free", lambda: None)()
                 base = cpu if name == "mpi" else base
                 report(rank, nbytes, name, cpu, kernel, wall, base)

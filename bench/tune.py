@@ -35,7 +35,7 @@ from .options import comma_list, format_size, integer, parse_size
 
 SIZES = [8, 64, 256, 1024, 8192, 65536, 262144, 1 << 20]
 QUICK_SIZES = [8, 1024, 65536, 1 << 20]
-SHAPE = ("processes", "nodes", "ppn", "transport", "library", "emulated")   # what a tuned row serves
+SHAPE = ("processes", "nodes", "ppn", "transport", "library", "emulated")  # a tuned row serves
 
 
 def add_arguments(parser):

@@ -8,9 +8,9 @@ rows measured on this machine, tried before the shipped ones; each names the sha
 measured on (processes, nodes, processes per node, transport, real or emulated nodes) and
 serves only that shape, so a file from another machine shape leaves the shipped table in force.
 Rows are tried in order; the first whose shape and topology match, whose bounds admit the call
-and whose algorithm can run on this communicator wins. Every input is the same on every rank of a call -- a Communicator's
-creation meeting checks that every rank read the same tuning file (context.py) -- so every
-rank chooses alike.
+and whose algorithm can run on this communicator wins. Every input is the same on every rank of
+a call -- a Communicator's creation meeting checks that every rank read the same tuning file
+(context.py) -- so every rank chooses alike.
 """
 import functools
 import json
@@ -53,7 +53,7 @@ class Row:
     transport: str | None = None  # between nodes
     call: str = "alltoall"        # or "alltoallv", "alltoallw" (which take no size bounds)
     library: str | None = None    # the MPI library it was measured against (None: any)
-    emulated: bool | None = None  # measured on emulated nodes (True) or real ones (None: either)
+    emulated: bool | None = None  # for emulated nodes (True) or real ones (False); None: either
 
     def admits(self, block, size):
         return ((self.max_call is None or block * size <= self.max_call)
