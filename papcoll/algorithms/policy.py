@@ -106,7 +106,7 @@ def load(text, source):
             if value is not None and (type(value) is not int or value < 0):
                 raise bad(f"row {i}, field {key!r}", f"wants a count >= 0, not {value!r}",
                           line.get(key))
-        if entry.get("emulated") not in (None, True, False):
+        if entry.get("emulated") is not None and type(entry["emulated"]) is not bool:  # not 0, 1
             raise bad(f"row {i}, field 'emulated'", f"wants true or false, not "
                       f"{entry['emulated']!r}", line.get("emulated"))
         if entry.get("library") not in (None, *LIBRARIES):
