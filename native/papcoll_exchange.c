@@ -78,12 +78,16 @@ static int landed(struct pc_xcall *c, size_t peer)
 }
 
 /* The advert record peer wrote for me, if it is this call's: its address (0: not yet), or
- * -EPROTO. */
+ * -EPROTO. Its ADVERT notice says the record is there, and so does its data of this call: a
+ * peer's advertisement goes before its data (in one QP's order over verbs; over MPI RMA its
+ * records are complete at me before any of its notices is put), and a start that leaves its
+ * notice out (advertise) writes no record. */
 static int advertised(struct pc_xcall *c, size_t peer, uint64_t *addr, uint64_t *bytes,
                       uint32_t *rkey)
 {
-    if (!current(c, PC_ADVERT, c->adverts, peer))
-        return 0;
+    int rc;
+    if (!current(c, PC_ADVERT, c->adverts, peer) && (rc = landed(c, peer)) <= 0)
+        return rc;
     struct pc_advert record = record_of(c, peer);
     if (record.sig != c->sig || record.epoch != (c->record_epoch ? c->record_epoch : c->epoch))
         return mismatch(c, PC_IN_ADVERT, peer, record.sig);
@@ -289,28 +293,34 @@ static int run_pass(void *what)
     return (rc = pc_xport_poll(x)) < 0 ? tell_all(c, rc) : PC_IDLE;
 }
 
-/* A call's beginning, once: my advertisements (zero-copy and PC_VAR; unsignalled: the data
- * write follows), then one poll, so that a late process's first pass sees the notices that
- * landed before it came, and writes to those peers there. 0 or -errno. */
+/* A call's beginning, once: one poll, so that a late process sees the notices that landed
+ * before it came and writes to those peers in its first pass, then my advertisements
+ * (zero-copy and PC_VAR; unsignalled: the data write follows). A zero-copy start whose peers
+ * hold its record (notice_only) leaves its notice out where the peer has advertised: its data,
+ * written in the first pass, says what the notice would (advertised), so a late process posts
+ * one work request a peer. 0 or -errno. */
 static int advertise(struct pc_xcall *c)
 {
     struct pc_xport *x = c->x;
     size_t n = x->n, me = x->me;
     if (c->advertised)
         return 0;
-    for (size_t k = 1; k < n && (zero_copy(c) || c->scheme == PC_VAR); k++) {
+    int rc = pc_xport_poll(x);
+    for (size_t k = 1; rc >= 0 && k < n && (zero_copy(c) || c->scheme == PC_VAR); k++) {
         size_t q = (me + k) % n, own = c->scheme == PC_VAR;
+        uint64_t addr, bytes;
+        uint32_t rkey;
         if (own && !c->advertise[q])
             continue;
-        int rc = pc_xport_put(x, q, PC_TO_ADVERTS, me * PC_ADVERT_BYTES, 0,
-                              (const char *)c->record + own * q * PC_ADVERT_BYTES,
-                              c->notice_only ? 0 : PC_ADVERT_BYTES, c->record_lkey, PC_ADVERT,
-                              c->adverts, c->code, 0);
-        if (rc < 0)
-            return rc;
+        if (c->notice_only && c->scheme == PC_ZCOPY && advertised(c, q, &addr, &bytes, &rkey) > 0)
+            continue;
+        rc = pc_xport_put(x, q, PC_TO_ADVERTS, me * PC_ADVERT_BYTES, 0,
+                          (const char *)c->record + own * q * PC_ADVERT_BYTES,
+                          c->notice_only ? 0 : PC_ADVERT_BYTES, c->record_lkey, PC_ADVERT,
+                          c->adverts, c->code, 0);
     }
-    c->advertised = 1;
-    return pc_xport_poll(x);
+    c->advertised = rc >= 0;
+    return rc < 0 ? rc : 0;
 }
 
 /* The engine's writes go out a list a peer: queued while it runs (x->batch), posted at the

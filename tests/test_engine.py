@@ -167,6 +167,46 @@ def test_a_persistent_requests_records_go_out_only_where_my_peers_lack_them():
     assert start(request, there) is None
 
 
+def test_a_persistent_late_start_leaves_its_notice_out_where_its_data_follows():
+    """A start whose peers hold its record writes no ADVERT notice to a peer already
+    advertised: its data of this call says the same (advertised, pc_xcall_run's advertise).
+    The early rank, which finds no notice from it, reads its record on its data and writes
+    into its buffer; both are right, start after start, whichever rank comes last."""
+    n, block = 2, 16
+    xs, memory = exchanges(n, block)
+    requests = [Persistent() for _ in range(n)]
+    recvs = [np.zeros(n * block, np.uint8) for _ in range(n)]
+
+    def start(x, call):
+        me = x.rank
+        send = np.concatenate([data(me, q, block, call) for q in range(n)])
+        recvs[me][:] = 0
+        recvs[me][me * block:(me + 1) * block] = send[me * block:(me + 1) * block]
+        x.begin(signature.make(7, block))
+        c = x.prepare(xport.ZCOPY, block, 0)
+        x.adverts += 1
+        x.start(c, block)
+        x.advertise(c, x.transport.expose(recvs[me]), requests[me])
+        c.s.src, c.s.lkey, c.keep = send, 0, send
+        return c
+
+    def advert_notice(at, of, x):            # rank at's board: of's ADVERT notice of this call
+        word = int(memory[at]["boards"][(x.adverts % 2) * n + of])
+        return (word >> 40) & ((1 << 23) - 1) == x.adverts
+
+    for call, late in ((1, 1), (2, 1), (3, 0), (4, 1)):
+        early = 1 - late
+        ce = start(xs[early], call)
+        assert step(ce) == ETIMEDOUT                       # it advertises, and waits
+        cl = start(xs[late], call)
+        assert cl.s.notice_only == (call > 1)
+        assert step(cl) == ETIMEDOUT                       # its data out; the early's to come
+        assert advert_notice(early, late, xs[late]) == (call == 1)
+        assert step(ce) == DONE and step(cl) == DONE
+        for me in range(n):
+            assert received_right(recvs[me], me, n, block, call), (call, me)
+
+
 @pytest.mark.parametrize("scheme", [xport.COPY, xport.ZCOPY], ids=["copy", "zero-copy"])
 def test_a_peer_whose_call_differs_is_named_with_what_it_called(scheme):
     n, block = 2, 16

@@ -36,7 +36,10 @@ start instead of each call's, and later starts send their ADVERT notices alone (
 while nothing else of mine has written records since (``records``: the first epoch of the
 request whose records my peers hold, 0 for none) and its buffer is registered as it was;
 otherwise it writes them again. A sender reads a record only after the notice it expects, so
-it reads either this start's record or the request's unchanged one. The rule is one C
+it reads either this start's record or the request's unchanged one. A peer's data of this call
+stands for its ADVERT notice (every process advertises before it writes), so a start of
+notices alone leaves out the notice to a peer already advertised: its data follows in the same
+pass. The rule is one C
 function, ``pc_xcall_advertise`` (native/papcoll_exchange.c), over ``records``, one cell that
 every call of the Exchange points to: the per-call path (``advertise``) and, over a transport
 that registers memory for its callers (verbs), the request's own plan, which owns

@@ -27,7 +27,8 @@ def persistent(x, algorithm, scheme, sendbuf, recvbuf, send, recv, sig, kept):
     call is in place or empty. It holds registrations of both buffers (the send one only
     for blocks the transport does not copy at the post), its calls of each bank, whose
     records no other call writes, and starts the request in one entry into C: the
-    notices alone while my peers hold its records, then a pass of the engine."""
+    notices alone while my peers hold its records (none to a peer whose advertisement is in:
+    the data that follows stands for it), then a pass of the engine."""
     t, block = x.transport, recv.block
     if send is None or not block:
         return None
