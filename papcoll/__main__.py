@@ -2,7 +2,8 @@
 force and where it came from, transports, devices, MPI. ``python -m papcoll tune``: measure this
 machine and write a tuning file (under mpiexec; papcoll.bench's tune, whose --help lists its
 options). ``python -m papcoll run PROGRAM [ARG...]``: run an unmodified mpi4py program with its
-alltoalls through papcoll (under mpiexec; papcoll/runner.py)."""
+alltoalls through papcoll (under mpiexec; papcoll/runner.py). ``python -m papcoll model ...``:
+the performance model (papcoll/model/cli.py)."""
 import argparse
 import sys
 
@@ -64,11 +65,14 @@ def main(argv=None):
     if argv[:1] == ["tune"]:              # the measuring lives with the benchmarks
         from papcoll.bench.__main__ import main as bench
         return bench(argv)
+    if argv[:1] == ["model"]:
+        from papcoll.model.cli import main as model
+        return model(argv[1:])
     if argv[:1] == ["run"]:
         from papcoll.runner import main as run
         return run(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m papcoll", description=__doc__)
-    parser.add_argument("command", choices=["info", "tune", "run"])
+    parser.add_argument("command", choices=["info", "tune", "run", "model"])
     parser.parse_args(argv)
     print(info())
     return 0

@@ -1,0 +1,72 @@
+"""``python -m papcoll model predict --params FILE --nodes K --ppn P --sizes 8,8K,1M --mif 32
+[--json]``: one line per size, MIF and algorithm (MPI's own as ``mpi``) with the predicted mean
+time in the call in microseconds, as the arrival benchmark measures it; with ``--json`` a list
+of objects with the keys size, mif, algorithm and us."""
+import argparse
+import json
+import sys
+
+from . import params, predict
+from .sim import Deadlock
+
+
+def _sizes(text):
+    units = {"K": 1 << 10, "M": 1 << 20}
+    try:
+        return [int(s[:-1]) * units[s[-1].upper()] if s[-1:].upper() in units else int(s)
+                for s in text.split(",")]
+    except (ValueError, IndexError):
+        raise argparse.ArgumentTypeError(f"not a list of sizes: {text!r}") from None
+
+
+def _ints(text):
+    try:
+        return [int(s) for s in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a list of integers: {text!r}") from None
+
+
+def parser():
+    p = argparse.ArgumentParser(prog="python -m papcoll model", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+    q = sub.add_parser("predict", help="predicted time per call of every algorithm")
+    q.add_argument("--params", required=True, help="machine parameters (a model file)")
+    q.add_argument("--nodes", type=int, required=True)
+    q.add_argument("--ppn", type=int, required=True, help="processes per node")
+    q.add_argument("--sizes", type=_sizes, default=[8, 8 << 10, 1 << 20], help="bytes per peer")
+    q.add_argument("--mif", type=_ints, default=[1, 32], help="maximum imbalance factors")
+    q.add_argument("--late-fraction", type=float, help="instead of random delays, this "
+                   "fraction of the processes arrives MIF x t_msg late")
+    q.add_argument("--algorithms", help="comma-separated (default: all the model runs here)")
+    q.add_argument("--library", default="mpich", choices=sorted(predict.mpi_algorithms.SELECTION))
+    q.add_argument("--calls", type=int, default=30, help="simulated calls per cell")
+    q.add_argument("--seed", type=int, default=1)
+    q.add_argument("--json", action="store_true")
+    return p
+
+
+def main(argv):
+    args = parser().parse_args(argv)
+    if args.nodes < 1 or args.ppn < 1 or args.calls < 1:
+        sys.exit("model: --nodes, --ppn and --calls must be at least 1")
+    try:
+        machine = params.load(args.params)
+    except params.ParamsError as e:
+        sys.exit(f"model: {e}")
+    nodes = predict.shape(args.nodes, args.ppn)
+    algorithms = args.algorithms.split(",") if args.algorithms else None
+    unknown = [a for a in algorithms or () if a not in predict.runnable(nodes)]
+    if unknown:
+        sys.exit(f"model: cannot run {', '.join(unknown)} on {args.nodes} x {args.ppn}; "
+                 f"it runs {', '.join(predict.runnable(nodes))}")
+    try:
+        rows = predict.predict(machine, nodes, args.sizes, args.mif, algorithms, args.calls,
+                               args.seed, args.late_fraction, args.library)
+    except Deadlock as e:
+        sys.exit(str(e))
+    if args.json:
+        print(json.dumps(rows))
+    else:
+        for r in rows:
+            print(f"{r['size']:>9} B  MIF {r['mif']:>4}  {r['algorithm']:16} {r['us']:12.2f} us")
+    return 0

@@ -1,0 +1,131 @@
+"""The machine parameters the model works on, and their file.
+
+Every parameter is a measured quantity with the measurement that gave it (``source``); none is
+fitted to the times the model predicts. Times are in seconds, sizes in bytes. A link is LogGP's
+(Alexandrov et al.): ``L`` latency, ``o`` the poster's CPU per message, ``g`` the gap between
+two messages leaving one node's NIC, ``G`` seconds per byte; MPI's point-to-point adds its
+``eager`` limit (larger messages wait for the receiver: rendezvous).
+
+The file is JSON: ``{"papcoll_model": 1, "machine": text, "params": {name: {"value": v,
+"source": text}}}``, names as in :data:`NAMES` (a link's with its prefix, ``net_L``).
+"""
+import json
+from dataclasses import dataclass, field
+
+FORMAT = 1
+LINK = ("L", "o", "g", "G")
+LINKS = {"net": "papcoll's transport between processes (verbs or MPI RMA), per message",
+         "mpi_inter": "MPI's point-to-point between nodes",
+         "mpi_intra": "MPI's point-to-point inside a node"}
+SCALARS = {
+    "cores": "cores per node (processes beyond them share one: their CPU time stretches)",
+    "entry": "papcoll's own part of a call: entry, checks and plan, before its first write",
+    "mpi_entry": "MPI_Alltoall's entry through mpi4py, before its first message",
+    "poll": "one poll of the transport that finds nothing",
+    "flag": "a store on one core until another core's poll sees it",
+    "copy_o": "a memcpy's fixed cost",
+    "copy_G": "a memcpy's seconds per byte (the node's copy bandwidth, one core)",
+    "cma_alpha": "CMA: syscall and access check",
+    "cma_beta": "CMA: seconds per byte copied",
+    "cma_l": "CMA: lock and pin one page",
+    "cma_page": "CMA: page size",
+    "mpi_inter_eager": "MPI between nodes: the largest message sent eagerly",
+    "mpi_intra_eager": "MPI inside a node: the largest message sent eagerly",
+}
+NAMES = tuple(SCALARS) + tuple(f"{k}_{p}" for k in LINKS for p in LINK) + ("cma_gamma",)
+
+
+class ParamsError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Link:
+    L: float
+    o: float
+    g: float
+    G: float
+    eager: float = float("inf")
+    shared: bool = False     # inside a node: a copy by the poster's CPU, no NIC
+
+    def wire(self, nbytes):
+        """Seconds from a message's injection until its last byte is in: L + n G."""
+        return self.L + nbytes * self.G
+
+
+@dataclass(frozen=True)
+class Machine:
+    values: dict
+    sources: dict = field(default_factory=dict)
+    about: str = ""
+
+    def __getattr__(self, name):
+        try:
+            return self.values[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def link(self, kind):
+        v = self.values
+        return Link(*(v[f"{kind}_{p}"] for p in LINK),
+                    eager=v.get(f"{kind}_eager", float("inf")), shared=kind == "mpi_intra")
+
+    def copy(self, nbytes):
+        return self.copy_o + nbytes * self.copy_G if nbytes else 0.0
+
+    def cma(self, nbytes, readers=1):
+        """One CMA read of ``nbytes`` while ``readers`` read the same process: the CMA model
+        t = alpha + n beta + l gamma_c ceil(n / s) (DESIGN.md)."""
+        gamma = self.cma_gamma
+        g = gamma[min(readers, len(gamma)) - 1]
+        return self.cma_alpha + nbytes * self.cma_beta + self.cma_l * g * -(-nbytes // self.cma_page)
+
+    def share(self, ppn):
+        """Processes per core when ``ppn`` run on a node."""
+        return max(1.0, ppn / self.cores)
+
+    def to_json(self):
+        return {"papcoll_model": FORMAT, "machine": self.about,
+                "params": {k: {"value": self.values[k], "source": self.sources.get(k, "")}
+                           for k in NAMES}}
+
+
+def make(about="", sources=None, **values):
+    missing = [k for k in NAMES if k not in values]
+    if missing:
+        raise ParamsError(f"parameters missing: {', '.join(missing)}")
+    unknown = [k for k in values if k not in NAMES]
+    if unknown:
+        raise ParamsError(f"unknown parameters: {', '.join(unknown)}")
+    for k, v in values.items():
+        ok = (isinstance(v, list) and v and all(isinstance(x, (int, float)) and x > 0 for x in v)
+              if k == "cma_gamma" else isinstance(v, (int, float)) and not isinstance(v, bool)
+              and v >= 0 and (k not in ("cores", "cma_page") or v >= 1))
+        if not ok:
+            raise ParamsError(f"parameter {k}: {v!r} is not a valid value")
+    return Machine(dict(values), dict(sources or {}), about)
+
+
+def load(path):
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+    except (OSError, ValueError) as e:
+        raise ParamsError(f"{path}: {e}") from None
+    if not isinstance(doc, dict) or doc.get("papcoll_model") != FORMAT:
+        raise ParamsError(f"{path}: not a papcoll model file of format {FORMAT}")
+    params = doc.get("params")
+    if not isinstance(params, dict) or not all(isinstance(p, dict) and "value" in p
+                                               for p in params.values()):
+        raise ParamsError(f"{path}: 'params' must map names to {{value, source}}")
+    try:
+        return make(doc.get("machine", ""), {k: p.get("source", "") for k, p in params.items()},
+                    **{k: p["value"] for k, p in params.items()})
+    except ParamsError as e:
+        raise ParamsError(f"{path}: {e}") from None
+
+
+def save(machine, path):
+    with open(path, "w") as f:
+        json.dump(machine.to_json(), f, indent=1)
+        f.write("\n")

@@ -1,0 +1,162 @@
+"""The model's engine: one alltoall call, event by event.
+
+Each process is a generator (its algorithm's protocol, protocols.py and mpi_algorithms.py)
+that yields what it does next, and gets back what it learned:
+
+* ``Cpu(seconds)``: busy on its core. Where more processes than cores share a node, every
+  process's CPU time stretches by ``machine.share(ppn)``: they all poll while they wait, so a
+  core is never idle and the scheduler shares it evenly.
+* ``Put(dst, nbytes, key, link)``: a write (or MPI message) to ``dst``, posted with ``link.o``
+  of my CPU. Through a NIC (LogGP): it leaves my node's NIC no sooner than ``g`` (or its bytes,
+  ``n G``) after the one before, travels ``L``, and the destination node's NIC takes its bytes
+  one message after another, so incast queues. A ``shared`` link (MPI inside a node) is a copy
+  by my CPU (``o + n G``), seen ``L`` later. It lands in ``dst``'s mailbox under ``key``.
+* ``Signal(dsts, key)``: a store to a flag other processes of my node poll; seen ``flag``
+  later.
+* ``Wait(keys, any=False)``: until every key (or one: then it is sent back) is in my mailbox;
+  noticing costs a poll.
+* ``Poll(keys)``: the keys already in my mailbox (a list), for one poll's CPU.
+
+A process's time in the call runs from its arrival to its generator's end. Nothing is
+random here: arrivals are the caller's.
+"""
+import heapq
+from dataclasses import dataclass
+
+from .params import Link
+
+
+@dataclass(frozen=True)
+class Cpu:
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Put:
+    dst: int
+    nbytes: int
+    key: tuple
+    link: Link
+
+
+@dataclass(frozen=True)
+class Signal:
+    dsts: tuple
+    key: tuple
+
+
+@dataclass(frozen=True)
+class Wait:
+    keys: tuple
+    any: bool = False
+
+
+@dataclass(frozen=True)
+class Poll:
+    keys: tuple
+
+
+class Deadlock(RuntimeError):
+    pass
+
+
+class Sim:
+    """One call among the ranks of ``nodes`` (a list of lists of ranks, 0..N-1)."""
+
+    def __init__(self, machine, nodes):
+        self.m = machine
+        self.n = sum(map(len, nodes))
+        self.node_of = [0] * self.n
+        for i, ranks in enumerate(nodes):
+            for r in ranks:
+                self.node_of[r] = i
+        self.share = [machine.share(len(nodes[self.node_of[r]])) for r in range(self.n)]
+        self.messages = 0
+
+    def run(self, procs, arrivals):
+        """Run ``procs`` (one generator per rank) from ``arrivals`` (seconds); the times each
+        ends, a list."""
+        self.now, self.heap, self.seq = 0.0, [], 0
+        self.box = [{} for _ in range(self.n)]
+        self.waiting = [None] * self.n
+        self.out = [0.0] * (max(self.node_of) + 1)
+        self.inn = list(self.out)
+        self.end = [None] * self.n
+        for r, gen in enumerate(procs):
+            self._at(arrivals[r], self._step, r, gen, None)
+        while self.heap:
+            self.now, _, fn, args = heapq.heappop(self.heap)
+            fn(*args)
+        stuck = [r for r in range(self.n) if self.end[r] is None]
+        if stuck:
+            raise Deadlock("model: ranks " + ", ".join(
+                f"{r} (waiting for {self.waiting[r][0].keys if self.waiting[r] else '?'})"
+                for r in stuck[:4]) + " never finish")
+        return self.end
+
+    def _at(self, t, fn, *args):
+        self.seq += 1
+        heapq.heappush(self.heap, (t, self.seq, fn, args))
+
+    def _step(self, r, gen, value):
+        try:
+            action = gen.send(value)
+        except StopIteration:
+            self.end[r] = self.now
+            return
+        share = self.share[r]
+        kind = type(action)
+        if kind is Cpu:
+            self._at(self.now + action.seconds * share, self._step, r, gen, None)
+        elif kind is Put:
+            self.messages += 1
+            link, n = action.link, action.nbytes
+            if link.shared:
+                posted = self.now + (link.o + n * link.G) * share
+                self._at(posted + link.L, self._land, action.dst, action.key)
+            else:
+                posted = self.now + link.o * share
+                node = self.node_of[r]
+                inject = max(posted, self.out[node])
+                self.out[node] = inject + max(link.g, n * link.G)
+                self._at(inject + link.wire(n), self._absorb, action, self.node_of[action.dst])
+            self._at(posted, self._step, r, gen, None)
+        elif kind is Signal:
+            for d in action.dsts:
+                self._at(self.now + self.m.flag, self._land, d, action.key)
+            self._at(self.now, self._step, r, gen, None)
+        elif kind is Poll:
+            landed = [k for k in action.keys if k in self.box[r]]
+            self._at(self.now + self.m.poll * share, self._step, r, gen, landed)
+        elif kind is Wait:
+            self.waiting[r] = (action, gen)
+            self._check(r)
+        else:
+            raise TypeError(f"model: rank {r} yielded {action!r}")
+
+    def _absorb(self, put, node):
+        """A message's last byte reaches its node's NIC: it takes the bytes after the ones
+        before it."""
+        done = max(self.now, self.inn[node] + put.nbytes * put.link.G)
+        self.inn[node] = done
+        self._at(done, self._land, put.dst, put.key)
+
+    def _land(self, r, key):
+        self.box[r][key] = self.now
+        if self.waiting[r]:
+            self._check(r)
+
+    def _check(self, r):
+        wait, gen = self.waiting[r]
+        box = self.box[r]
+        if wait.any:
+            landed = [(box[k], k) for k in wait.keys if k in box]
+            if not landed:
+                return
+            found = min(landed)[1]            # the first to land: served in arrival order
+        elif not all(k in box for k in wait.keys):
+            return
+        else:
+            found = None
+        self.waiting[r] = None
+        self._at(self.now + self.m.poll * self.share[r], self._step, r, gen, found)

@@ -1,0 +1,141 @@
+"""The model (papcoll/model): its engine against cases computed by hand -- one message, incast,
+a balanced Direct at N = 2, a late process under PAP Direct --, every algorithm to its end on
+odd and uneven shapes, and its parameter file and command line."""
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from papcoll.model import params, predict, protocols
+from papcoll.model.sim import Cpu, Deadlock, Put, Sim, Wait
+
+# Round numbers, so that every time below can be added up by hand (seconds).
+VALUES = dict(cores=4, entry=3.0, mpi_entry=2.0, poll=0.1, flag=0.2, copy_o=0.5, copy_G=0.001,
+              cma_alpha=1.0, cma_beta=0.002, cma_l=0.5, cma_page=4096, cma_gamma=[1.0, 1.5],
+              net_L=2.0, net_o=1.0, net_g=0.5, net_G=0.01,
+              mpi_inter_L=2.0, mpi_inter_o=1.0, mpi_inter_g=0.5, mpi_inter_G=0.01,
+              mpi_inter_eager=1000, mpi_intra_L=0.3, mpi_intra_o=0.2, mpi_intra_g=0.0,
+              mpi_intra_G=0.001, mpi_intra_eager=1000)
+M = params.make(**VALUES)
+
+
+def run(procs, nodes, arrive):
+    return Sim(M, nodes).run(procs, arrive)
+
+
+def test_one_message_lands_after_o_L_and_its_bytes_then_a_poll():
+    net = M.link("net")
+
+    def sender():
+        yield Put(1, 100, ("x",), net)
+
+    def receiver():
+        yield Wait((("x",),))
+
+    # posted at 1 (o), in at 1 + 2 + 100 x 0.01 = 4, seen a poll later
+    assert run([sender(), receiver()], [[0], [1]], [0, 0]) == [1.0, 4.1]
+
+
+def test_incast_queues_at_the_receiving_nic():
+    net = M.link("net")
+
+    def sender():
+        yield Put(2, 100, ("x", "from"), net)
+
+    def receiver():
+        yield Wait((("x", "from"),))
+
+    s0, s1 = sender(), sender()
+    # Both in the wire at 4; node 2's NIC takes the second's bytes after the first's: 5.
+    end = run([s0, s1, receiver()], [[0], [1], [2]], [0, 0, 0])
+    assert end[2] == pytest.approx(4.1)       # its one key is the same: the first suffices
+
+    def two(tag):
+        yield Put(2, 100, ("x", tag), net)
+
+    def both():
+        yield Wait((("x", 0), ("x", 1)))
+
+    end = run([two(0), two(1), both()], [[0], [1], [2]], [0, 0, 0])
+    assert end[2] == pytest.approx(5.1)
+
+
+def test_a_balanced_direct_at_two_matches_the_hand_count():
+    # entry 3; advert posted at 4, lands 4 + 2 + 40 x 0.01 = 6.4; own copy ends 4.6; the
+    # peer's advert seen at 6.5; data posted 7.5 (the NIC free since 4.5), in 7.5 + 2 + 1 =
+    # 10.5 (the NIC took the advert at 6.4); seen 10.6.
+    c = protocols.Call(M, [[0], [1]], 100)
+    end = run([protocols.direct(c, 0), protocols.direct(c, 1)], [[0], [1]], [0, 0])
+    assert end == pytest.approx([10.6, 10.6])
+
+
+def test_a_late_process_under_pap_direct_finds_its_peers_data_waiting():
+    # 0: entry 3, a poll 3.1, write posted 4.1 (in at 1 at 7.1), own copy to 4.7, waits.
+    # 1 comes at 100: entry 103, a poll finds 0's data: 103.1, write posted 104.1 (in at 0 at
+    # 107.1), own copy 104.7, 0's block seen 104.8 and copied out by 105.4. 0 sees 1's at
+    # 107.2 and copies it out by 107.8.
+    c = protocols.Call(M, [[0], [1]], 100)
+    end = run([protocols.pap_direct_copy(c, 0), protocols.pap_direct_copy(c, 1)],
+              [[0], [1]], [0, 100])
+    assert end == pytest.approx([107.8, 105.4])
+    t = predict.call_time(M, [[0], [1]], 100, "pap_direct_copy", np.array([0.0, 100.0]))
+    assert t == pytest.approx((107.8 + 5.4) / 2)
+
+
+@pytest.mark.parametrize("nodes", [[[0]], [[0, 1, 2]], [[0], [1], [2]], [[0, 1], [2]],
+                                   [[0, 1], [2, 3], [4]], [[0, 1, 2], [3, 4]]],
+                         ids=lambda n: "x".join(str(len(r)) for r in n))
+@pytest.mark.parametrize("block", [0, 8, 100000])
+def test_every_algorithm_ends_and_no_process_before_the_last_arrives(nodes, block):
+    """Nobody can finish an alltoall before every block for it exists, so before the last
+    process has arrived; and every algorithm's protocol runs to its end on odd and uneven
+    shapes (a protocol waiting for a message nobody sends would deadlock the engine)."""
+    rng = np.random.default_rng(7)
+    for algorithm in predict.runnable(nodes):
+        arrive = rng.uniform(0, 50, sum(map(len, nodes)))
+        c = protocols.Call(M, nodes, block)
+        procs = ([predict.mpi_algorithms.protocol(c, "mpich")(c, p) for p in range(c.size)]
+                 if algorithm == "mpi" else
+                 [predict.ALGORITHMS[algorithm](c, p) for p in range(c.size)])
+        end = Sim(M, nodes).run(procs, arrive)
+        assert min(end) >= max(arrive), algorithm
+
+
+def test_a_protocol_that_waits_for_nothing_sent_is_named():
+    def waits():
+        yield Cpu(1.0)
+        yield Wait((("never",),))
+    with pytest.raises(Deadlock, match=r"ranks 0 \(waiting for \(\('never',\),\)\)"):
+        run([waits()], [[0]], [0])
+
+
+def test_the_parameter_file_round_trips_and_names_what_is_wrong(tmp_path):
+    path = tmp_path / "m.json"
+    params.save(params.make(about="here", sources={"poll": "a loop"}, **VALUES), path)
+    back = params.load(path)
+    assert back.values == VALUES and back.sources["poll"] == "a loop"
+    doc = json.loads(path.read_text())
+    del doc["params"]["net_G"]
+    doc["params"]["poll"]["value"] = -1
+    path.write_text(json.dumps(doc))
+    with pytest.raises(params.ParamsError, match="missing: net_G"):
+        params.load(path)
+    doc["params"]["net_G"] = {"value": 0.01}
+    path.write_text(json.dumps(doc))
+    with pytest.raises(params.ParamsError, match="poll: -1"):
+        params.load(path)
+
+
+def test_predict_prints_the_interfaces_json(tmp_path):
+    path = tmp_path / "m.json"
+    params.save(M, path)
+    out = subprocess.run([sys.executable, "-m", "papcoll", "model", "predict", "--params",
+                          str(path), "--nodes", "2", "--ppn", "2", "--sizes", "8,8K",
+                          "--mif", "32", "--calls", "3", "--json"],
+                         capture_output=True, text=True, check=True).stdout
+    rows = json.loads(out)
+    assert {(r["size"], r["mif"]) for r in rows} == {(8, 32), (8192, 32)}
+    assert {r["algorithm"] for r in rows} == set(predict.runnable(predict.shape(2, 2)))
+    assert all(set(r) == {"size", "mif", "algorithm", "us"} and r["us"] > 0 for r in rows)
