@@ -11,6 +11,8 @@ import pytest
 from papcoll.model import params, predict, protocols
 from papcoll.model.sim import Cpu, Deadlock, Put, Sim, Wait
 
+from launcher import launch
+
 # Round numbers, so that every time below can be added up by hand (seconds).
 VALUES = dict(cores=4, entry=3.0, mpi_entry=2.0, poll=0.1, flag=0.2, copy_o=0.5, copy_G=0.001,
               cma_alpha=1.0, cma_beta=0.002, cma_l=0.5, cma_page=4096, cma_gamma=[1.0, 1.5],
@@ -88,7 +90,8 @@ def test_a_late_process_under_pap_direct_finds_its_peers_data_waiting():
                                    [[0, 1], [2, 3], [4]], [[0, 1, 2], [3, 4]]],
                          ids=lambda n: "x".join(str(len(r)) for r in n))
 @pytest.mark.parametrize("block", [0, 8, 100000])
-def test_every_algorithm_ends_and_no_process_before_the_last_arrives(nodes, block):
+@pytest.mark.parametrize("library", sorted(predict.mpi_algorithms.SELECTION))
+def test_every_algorithm_ends_and_no_process_before_the_last_arrives(nodes, block, library):
     """Nobody can finish an alltoall before every block for it exists, so before the last
     process has arrived; and every algorithm's protocol runs to its end on odd and uneven
     shapes (a protocol waiting for a message nobody sends would deadlock the engine)."""
@@ -96,7 +99,7 @@ def test_every_algorithm_ends_and_no_process_before_the_last_arrives(nodes, bloc
     for algorithm in predict.runnable(nodes):
         arrive = rng.uniform(0, 50, sum(map(len, nodes)))
         c = protocols.Call(M, nodes, block)
-        procs = ([predict.mpi_algorithms.protocol(c, "mpich")(c, p) for p in range(c.size)]
+        procs = ([predict.mpi_algorithms.protocol(c, library)(c, p) for p in range(c.size)]
                  if algorithm == "mpi" else
                  [predict.ALGORITHMS[algorithm](c, p) for p in range(c.size)])
         end = Sim(M, nodes).run(procs, arrive)
@@ -139,3 +142,23 @@ def test_predict_prints_the_interfaces_json(tmp_path):
     assert {(r["size"], r["mif"]) for r in rows} == {(8, 32), (8192, 32)}
     assert {r["algorithm"] for r in rows} == set(predict.runnable(predict.shape(2, 2)))
     assert all(set(r) == {"size", "mif", "algorithm", "us"} and r["us"] > 0 for r in rows)
+
+
+def test_calibrate_measures_every_parameter_and_says_how(tmp_path):
+    """Under mpiexec, 2 emulated nodes of 2: a file with every parameter, each with the
+    measurement that gave it, that predict takes."""
+    path = tmp_path / "here.json"
+    out = launch(4, ["-m", "papcoll", "model", "calibrate", "--out", path],
+                 env={"PAPCOLL_NODE_SIZE": "2"}, timeout=120)
+    assert out.returncode == 0, out.stdout
+    machine = params.load(path)
+    assert set(machine.values) == set(params.NAMES)
+    assert all(machine.sources.get(k) for k in params.NAMES), machine.sources
+    assert machine.cma_gamma[0] == pytest.approx(1.0) and machine.net_G > 0
+    assert "2 x 2 (emulated)" in machine.about
+    rows = predict.predict(machine, predict.shape(2, 2), [8, 65536], [1, 32], calls=3)
+    assert len(rows) == 2 * 2 * len(predict.runnable(predict.shape(2, 2)))
+    one = launch(2, ["-m", "papcoll", "model", "calibrate", "--out", tmp_path / "no.json"],
+                 timeout=60)
+    assert one.returncode != 0 and "needs at least 2 nodes" in one.stdout
+    assert not (tmp_path / "no.json").exists()

@@ -29,6 +29,8 @@ def _ints(text):
 def parser():
     p = argparse.ArgumentParser(prog="python -m papcoll model", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
+    sub.add_parser("calibrate", help="under mpiexec: measure this machine's parameters "
+                   "(python -m papcoll model calibrate --help)")
     q = sub.add_parser("predict", help="predicted time per call of every algorithm")
     q.add_argument("--params", required=True, help="machine parameters (a model file)")
     q.add_argument("--nodes", type=int, required=True)
@@ -46,6 +48,9 @@ def parser():
 
 
 def main(argv):
+    if argv[:1] == ["calibrate"]:
+        from .calibrate import main as calibrate
+        return calibrate(argv[1:])
     args = parser().parse_args(argv)
     if args.nodes < 1 or args.ppn < 1 or args.calls < 1:
         sys.exit("model: --nodes, --ppn and --calls must be at least 1")

@@ -1,7 +1,7 @@
 """MPI's own alltoall, as the model runs it: point-to-point messages (eager, or rendezvous
 above the link's eager limit: a request to send, the receiver's clear to send once it has
 posted the receive, then the data), and the schedules the libraries choose by their documented
-selection (SELECTION; docs/model.md gives the sources).
+selection (SELECTION: from their sources, which docs/model.md names).
 
 A message from p to q with tag t lands in q's mailbox as ("m", p, t); a request to send as
 ("rts", p, t); the clear to send in p's as ("cts", q, t). An eager message is copied out of
@@ -43,26 +43,27 @@ def _begin(c, p):
     yield Cpu(c.m.copy(c.block))               # my own block
 
 
-def pairwise(c, p):
-    """Step i: send to p + i, receive from p - i (MPICH uses p xor i where N is a power of
-    two: the same pairs, another order)."""
+def pairwise(c, p, xor=True):
+    """Step i: send to p + i, receive from p - i; with ``xor`` (MPICH, MVAPICH), p xor i where
+    N is a power of two: the same pairs, another order."""
     yield from _begin(c, p)
     n, size = c.block, c.size
-    power = size & (size - 1) == 0
+    power = xor and size & (size - 1) == 0
     for i in range(1, size):
         dst, src = ((p ^ i, p ^ i) if power else ((p + i) % size, (p - i) % size))
         yield from exchange(c, p, [(dst, n, i)], [(src, n, i)])
 
 
 def scattered(c, p, throttle=32):
-    """Receives and sends posted to every peer in windows of ``throttle``, each window waited
-    for before the next (MPICH's isend/irecv; throttle = N: Open MPI's basic linear)."""
+    """Receives from p + i and sends to p - i posted in windows of ``throttle`` peers, each
+    window waited for before the next (MPICH's; throttle = N: Open MPI's basic linear and
+    its linear_sync with the default of no limit, MVAPICH's isend/irecv)."""
     yield from _begin(c, p)
     n, size = c.block, c.size
     for first in range(1, size, throttle):
         steps = range(first, min(first + throttle, size))
-        yield from exchange(c, p, [((p + i) % size, n, 0) for i in steps],
-                            [((p - i) % size, n, 0) for i in steps])
+        yield from exchange(c, p, [((p - i) % size, n, 0) for i in steps],
+                            [((p + i) % size, n, 0) for i in steps])
 
 
 def linear(c, p):
@@ -70,34 +71,75 @@ def linear(c, p):
 
 
 def bruck(c, p):
-    """Bruck's: a rotation, then at step k (1, 2, 4, ...) the blocks whose index has bit k set
-    go to p + k, packed, and come from p - k; an inverse rotation."""
-    yield from _begin(c, p)
+    """Bruck's, radix 2: a rotation (N blocks copied), then at step k = 1, 2, 4, ... the blocks
+    whose index has bit k set, packed (copied), go to p + k and come from p - k, received in
+    place; an inverse rotation (2 N blocks copied)."""
+    yield Cpu(c.m.mpi_entry)
     n, size = c.block, c.size
     yield Cpu(c.m.copy(size * n))
     k = 1
     while k < size:
         count = sum(1 for i in range(size) if i & k)
-        yield Cpu(c.m.copy(count * n))                       # pack
+        yield Cpu(c.m.copy(count * n))
         yield from exchange(c, p, [((p + k) % size, count * n, k)],
                             [((p - k) % size, count * n, k)])
-        yield Cpu(c.m.copy(count * n))                       # unpack
         k <<= 1
-    yield Cpu(c.m.copy(size * n))
+    yield Cpu(c.m.copy(2 * size * n))
 
 
-SCHEDULES = {"pairwise": pairwise, "scattered": scattered, "linear": linear, "bruck": bruck}
+def two_proc(c, p):
+    yield from _begin(c, p)
+    yield from exchange(c, p, [(p ^ 1, c.block, 0)], [(p ^ 1, c.block, 0)])
+
+
+SCHEDULES = {"pairwise": pairwise, "pairwise_plus": lambda c, p: pairwise(c, p, xor=False),
+             "scattered": scattered, "linear": linear, "bruck": bruck, "two_proc": two_proc}
 
 
 def mpich(c):
-    """MPICH's default for an intracommunicator: Bruck for blocks up to 256 B when N >= 8,
+    """MPICH 5.0 (its built-in table): Bruck up to 256 B when N >= 8, the scattered
     isend/irecv up to 32 KiB, pairwise above."""
     if c.block <= 256 and c.size >= 8:
         return "bruck"
     return "scattered" if c.block <= 32768 else "pairwise"
 
 
-SELECTION = {"mpich": mpich}
+# Open MPI 5.0 coll/tuned's fixed decision: for N in [low, high), (bytes below which, rule)...,
+# then the rule above the last bound. 1 linear, 2 pairwise, 3 modified Bruck, 4 linear_sync
+# (without its default limit: linear), 5 two_proc.
+OPENMPI = [((2, 3), [(2, 2), (4, 5), (16, 2), (64, 5), (256, 2), (4096, 5), (32768, 2),
+                     (262144, 4), (1048576, 5)], 2),
+           ((3, 8), [(8192, 4), (16384, 1), (65536, 4), (524288, 1), (1048576, 2)], 1),
+           ((8, 16), [(262144, 4)], 1),
+           ((16, 32), [(4, 4), (512, 3), (8192, 4), (32768, 1), (262144, 4), (524288, 1)], 4),
+           ((32, 64), [(512, 3), (524288, 1)], 4),
+           ((64, 128), [(1024, 3), (2048, 1), (4096, 4), (262144, 1)], 2),
+           ((128, 256), [(1024, 3), (2048, 4), (262144, 1)], 2),
+           ((256, 512), [(1024, 3), (8192, 4), (32768, 1)], 2),
+           ((512, 1024), [(512, 3), (8192, 4), (16384, 1), (131072, 4), (262144, 1)], 2),
+           ((1024, 2048), [(512, 3), (1024, 4), (2048, 1), (16384, 4), (262144, 1)], 4),
+           ((2048, 4096), [(1024, 3), (4096, 4), (8192, 1), (131072, 4)], 1),
+           ((4096, 1 << 62), [(2048, 3), (8192, 4), (16384, 1), (32768, 4), (65536, 1)], 4)]
+OPENMPI_RULES = {1: "linear", 2: "pairwise_plus", 3: "bruck", 4: "linear", 5: "two_proc"}
+
+
+def openmpi(c):
+    for (low, high), bounds, above in OPENMPI:
+        if low <= c.size < high:
+            rule = next((r for bound, r in bounds if c.block < bound), above)
+            return OPENMPI_RULES[rule]
+    return "linear"                            # N = 1: a copy
+
+
+def mvapich1(c):
+    """MVAPICH 1.x over verbs (the defaults of its 1.2RC1 source; 1.0's are not public):
+    Bruck up to 8 KiB when N >= 8, isend/irecv all at once up to 8 KiB, pairwise above."""
+    if c.block <= 8192:
+        return "bruck" if c.size >= 8 else "linear"
+    return "pairwise"
+
+
+SELECTION = {"mpich": mpich, "openmpi": openmpi, "mvapich1": mvapich1}
 
 
 def protocol(c, library):

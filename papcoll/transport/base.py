@@ -76,6 +76,12 @@ class Transport:
                                    ranks=self.names)
 
     @property
+    def boards(self):
+        """My notice boards: (KINDS, 2, n) uint64 notice words, read-only to callers (the
+        engine updates them; the model's calibration reads them)."""
+        return self._boards
+
+    @property
     def inbox(self):
         """My inbox (a uint8 array): where peers' INBOX puts land."""
         raise NotImplementedError

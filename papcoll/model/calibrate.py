@@ -1,0 +1,326 @@
+"""``mpiexec -n N python -m mpi4py -m papcoll model calibrate --out FILE``: measure the model's
+parameters (params.py) on this machine, in the node shape it is launched with
+(PAPCOLL_NODE_SIZE emulates nodes as elsewhere), in well under a minute, and write them with
+the measurement that gave each.
+
+Rank 0 measures against two partners: ``mate``, the lowest other rank on its own machine
+(shared memory, CMA, MPI inside a node), and ``far``, the master of another node (MPI between
+nodes, papcoll's transport). Everyone else waits. Each time is the minimum over repetitions
+(the machine's cost, not its noise), except where it says otherwise. A one-way time is half a
+ping-pong's round trip; the model's one-way time of a message is o + L + n G + a poll, so L is
+what is left of it.
+"""
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+from mpi4py import MPI
+
+from .. import Communicator, native, topology
+from ..native import xport
+from ..progress import Deadline
+from ..transport import open_transport, transport_class
+from . import params
+
+SETUP = 60.0                           # seconds any set-up collective may take
+SMALL, MID, BIG = 8, 64 << 10, 1 << 20
+EAGER_SIZES = [1 << k for k in range(10, 21)]
+BATCH = 16                             # writes in a row: the peer's receives and my queue allow
+EAGER_DELAY = 5e-3                     # the receiver's delay that shows a send waiting for it
+
+
+def best(fn, reps=50, budget=0.3):
+    """The least of ``reps`` timings of ``fn`` (within ``budget`` seconds, at least 3)."""
+    times, stop = [], time.perf_counter() + budget
+    for i in range(reps):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+        if i >= 2 and time.perf_counter() > stop:
+            break
+    return min(times)
+
+
+def pingpong(comm, me, other, nbytes):
+    """Half the least round trip of ``nbytes`` by MPI Send/Recv between ranks 0 and 1 of
+    ``comm`` (every rank of it calls; the same reps on both)."""
+    a, b = np.zeros(max(nbytes, 1), np.uint8)[:nbytes], np.zeros(max(nbytes, 1), np.uint8)[:nbytes]
+    reps = 50 if nbytes <= MID else 8
+    times = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        if me == 0:
+            comm.Send(a, dest=other)
+            comm.Recv(b, source=other)
+        else:
+            comm.Recv(b, source=other)
+            comm.Send(a, dest=other)
+        times.append(time.perf_counter() - start)
+    return min(times) / 2
+
+
+def mpi_link(pair, poll):
+    """MPI's point-to-point between the pair's two ranks: its LogGP and eager limit; on rank 0,
+    ({name: value}, {name: source}); None on rank 1."""
+    me, other = pair.Get_rank(), 1 - pair.Get_rank()
+    small, mid, big = (pingpong(pair, me, other, n) for n in (SMALL, MID, BIG))
+    posts, batch = [], 64
+    for _ in range(5):                         # o: an Isend's post; g: a batch's pace
+        if me == 0:
+            start = time.perf_counter()
+            reqs = [pair.Isend(np.zeros(SMALL, np.uint8), dest=1, tag=i) for i in range(batch)]
+            posted = time.perf_counter()
+            MPI.Request.Waitall(reqs)
+            pair.Recv(np.zeros(1, np.uint8), source=1)
+            posts.append(((posted - start) / batch, time.perf_counter() - start - small))
+        else:
+            for i in range(batch):
+                pair.Recv(np.zeros(SMALL, np.uint8), source=0, tag=i)
+            pair.Send(np.zeros(1, np.uint8), dest=0)
+    eager = 0
+    for n in EAGER_SIZES:                      # the largest Send that does not wait for its Recv
+        buf = np.zeros(n, np.uint8)
+        pair.Barrier()
+        if me == 0:
+            start = time.perf_counter()
+            pair.Send(buf, dest=1)
+            waited = time.perf_counter() - start > EAGER_DELAY / 2
+        else:
+            time.sleep(EAGER_DELAY)
+            pair.Recv(buf, source=0)
+            waited = None
+        if pair.bcast(waited, root=0):
+            break
+        eager = n
+    if me:
+        return None
+    o = min(p for p, _ in posts)
+    g = max(o, min(t for _, t in posts) / batch)
+    G = (big - mid) / (BIG - MID)
+    return ({"L": max(0.0, small - o - SMALL * G - poll), "o": o, "g": g, "G": G, "eager": eager},
+            {"L": f"half the least ping-pong round trip of {SMALL} B, less o, its bytes and a poll",
+             "o": f"an MPI_Isend's post of {SMALL} B (least mean over a batch of {batch})",
+             "g": f"a batch of {batch} MPI_Isends of {SMALL} B until received, per message",
+             "G": f"ping-pong one-way times of {MID} B and {BIG} B: the slope",
+             "eager": f"the largest power of two from 1 KiB whose MPI_Send returned before a "
+                      f"receiver {EAGER_DELAY * 1e3:.0f} ms late posted its Recv"})
+
+
+def net_link(pair, timeout):
+    """papcoll's transport between the pair's ranks: DATA puts with their notice, a ping-pong
+    on the notice words; on rank 0 (values, sources, the transport's poll cost)."""
+    me, other = pair.Get_rank(), 1 - pair.Get_rank()
+    t = open_transport(pair, BIG, Deadline(timeout), owner="model calibrate")
+    try:
+        x, boards = t.native, t.boards
+        poll = best(x.poll, reps=2000, budget=0.1)
+        seq = [0]
+
+        def one(nbytes, count=1, notice=True):
+            """Writes into the peer's inbox (with their DATA notice: one of the peer's few
+            posted receives each; without, none)."""
+            src = t.inbox[:nbytes]
+            key = t.source_key(src)
+            for _ in range(count):
+                seq[0] += notice
+                rc = x.put(other, xport.TO_INBOX, 0, 0, src, key,
+                           xport.DATA if notice else -1, seq[0], 1)
+                if rc < 0:
+                    raise OSError(-rc, f"model calibrate: a put failed ({os.strerror(-rc)})")
+            x.flush()
+
+        def landed(s):
+            limit = time.monotonic() + timeout
+            while (int(boards[xport.DATA, s % 2, other]) >> 40) & ((1 << 23) - 1) != s & ((1 << 23) - 1):
+                x.poll()
+                if time.monotonic() > limit:
+                    raise TimeoutError("model calibrate: a peer's write never landed")
+
+        def round_trip(nbytes):
+            if me == 0:
+                one(nbytes)
+                landed(seq[0])
+            else:
+                landed(seq[0] + 1)
+                one(nbytes)
+
+        times = {}
+        for nbytes in (SMALL, MID, BIG):
+            reps = 50 if nbytes <= MID else 8
+            round_trip(nbytes)                  # the first registers the source
+            times[nbytes] = best(lambda: round_trip(nbytes), reps, budget=1.0) / 2
+        if me == 0:
+            o = best(lambda: one(SMALL, notice=False), reps=BATCH, budget=0.1)
+            x.complete(timeout)
+            start = time.perf_counter()
+            one(SMALL, BATCH, notice=False)
+            x.complete(timeout)
+            g = (time.perf_counter() - start) / BATCH
+        pair.Barrier()
+        x.complete(timeout)
+    finally:
+        t.close()
+    if me:
+        return None
+    G = (times[BIG] - times[MID]) / (BIG - MID)
+    return ({"L": max(0.0, times[SMALL] - o - SMALL * G - poll), "o": o, "g": max(o, g), "G": G},
+            {"L": f"half the least round trip of {SMALL} B DATA writes with notice (ping-pong "
+                  f"on the notice words), less o, its bytes and a poll",
+             "o": f"one {SMALL} B write's post and flush",
+             "g": f"{BATCH} such writes posted and complete, per write",
+             "G": f"one-way times of {MID} B and {BIG} B writes: the slope"}, poll)
+
+
+def flag_time(node, timeout):
+    """Half the least round trip of a flag between ranks 0 and 1 of ``node`` (one machine)
+    through shared memory, each side waiting in C (native.Flags)."""
+    win = MPI.Win.Allocate_shared(128 if node.Get_rank() == 0 else 0, 8, comm=node)
+    try:
+        buf, _ = win.Shared_query(0)
+        flags = native.Flags(np.frombuffer(buf, np.uint64)[::8])
+        me = node.Get_rank()
+        node.Barrier()
+        times = []
+        for k in range(1, 201):
+            start = time.perf_counter()
+            if me == 0:
+                flags.store(0, k)
+                ok = flags.wait_ge(1, k, timeout)
+            else:
+                ok = flags.wait_ge(0, k, timeout)
+                flags.store(1, k)
+            if not ok:
+                raise TimeoutError("model calibrate: the flag's partner never answered")
+            times.append(time.perf_counter() - start)
+        node.Barrier()
+        return min(times) / 2
+    finally:
+        win.Free()
+
+
+def cma_params(node, pages=64, reps=100):
+    """The CMA model's parameters (DESIGN.md): the other ranks of ``node`` read rank 0's
+    memory with process_vm_readv (native.cma_probe: a 1-byte local iovec copies one byte but
+    pins every remote page). On rank 0 (values, sources); None elsewhere."""
+    import mmap
+    me, size = node.Get_rank(), node.Get_size()
+    span = pages * mmap.PAGESIZE
+    memory = None
+    if me == 0:
+        native.allow_ptrace_any()
+        memory = np.ones((size - 1) * span, np.uint8)
+    pid, base = node.bcast((os.getpid(), memory.ctypes.data) if me == 0 else None, root=0)
+    mine = base + (me - 1) * span
+
+    def probe(local, remote):
+        times = native.cma_probe(pid, mine, remote, reps=reps,
+                                 local=np.zeros(local, np.uint8) if local else None)
+        return float(np.median(times)) * 1e-9
+
+    first = None
+    if me == 1:
+        first = (probe(1, 1), probe(1, span), probe(span, span))
+    pins = {}
+    for c in range(1, size):
+        node.Barrier()
+        if 1 <= me <= c:
+            pins[c] = probe(1, span)
+    gathered = node.gather(pins, root=0)
+    first = node.bcast(first, root=1)
+    if me:
+        return None
+    del memory
+    t2, t3, t4 = first
+    pin = {c: np.mean([g[c] for g in gathered if c in g]) for c in range(1, size)}
+    gamma = [max(1e-3, (pin[c] - t2) / (pin[1] - t2)) for c in sorted(pin)]
+    return ({"cma_alpha": t2, "cma_l": (t3 - t2) / pages, "cma_beta": (t4 - t3) / span,
+             "cma_page": mmap.PAGESIZE, "cma_gamma": gamma},
+            {"cma_alpha": "median process_vm_readv of 1 B local and remote",
+             "cma_l": f"the same with {pages} remote pages, less it, per page",
+             "cma_beta": f"{pages} pages both sides, less {pages} remote only, per byte",
+             "cma_page": "the page size",
+             "cma_gamma": "pinning with c readers of rank 0 at once over one reader, c = 1..."})
+
+
+def local_params():
+    """What rank 0 measures alone: copies, entries."""
+    a, b = np.ones(BIG, np.uint8), np.zeros(BIG, np.uint8)
+    t0 = best(lambda: np.copyto(b[:0], a[:0]), reps=2000, budget=0.1)
+    t8 = best(lambda: np.copyto(b[:SMALL], a[:SMALL]), reps=2000, budget=0.1)
+    t1m = best(lambda: np.copyto(b, a), reps=200, budget=0.3)
+    s, r = np.ones(SMALL, np.uint8), np.zeros(SMALL, np.uint8)
+    with Communicator(MPI.COMM_SELF) as mine:
+        mine.Alltoall(s, r)
+        entry = best(lambda: mine.Alltoall(s, r), reps=2000, budget=0.2)
+    mpi_entry = best(lambda: MPI.COMM_SELF.Alltoall(s, r), reps=2000, budget=0.2)
+    copy_o = max(0.0, t8 - t0)
+    return ({"copy_o": copy_o, "copy_G": (t1m - t8) / (BIG - SMALL),
+             "entry": max(0.0, entry - t8), "mpi_entry": max(0.0, mpi_entry - t8)},
+            {"copy_o": f"np.copyto of {SMALL} B less one of 0 B (numpy's own call)",
+             "copy_G": f"np.copyto of 1 MiB and of {SMALL} B: the slope",
+             "entry": f"papcoll's Alltoall of {SMALL} B on one process, less an {SMALL} B copy",
+             "mpi_entry": f"mpi4py's MPI_Alltoall of {SMALL} B on one process, less its copy"})
+
+
+def main(argv):
+    p = argparse.ArgumentParser(prog="python -m papcoll model calibrate", description=__doc__)
+    p.add_argument("--out", required=True, help="the parameter file to write")
+    p.add_argument("--timeout", type=float, default=SETUP, help="seconds any wait may take")
+    args = p.parse_args(argv)
+    comm = MPI.COMM_WORLD
+    rank, size = comm.Get_rank(), comm.Get_size()
+    started = time.monotonic()
+    topo = topology.discover(comm, Deadline(args.timeout))
+    machine = comm.Split_type(MPI.COMM_TYPE_SHARED, rank)
+    zeros = comm.bcast(machine.allgather(rank), root=0)      # the ranks on rank 0's machine
+    problem = ("needs at least 2 nodes (PAPCOLL_NODE_SIZE emulates them)" if len(topo.nodes) < 2
+               else "needs two processes on rank 0's machine" if len(zeros) < 2 else None)
+    if problem:
+        machine.Free()
+        if rank == 0:
+            print(f"model calibrate: {problem}", file=sys.stderr)
+        return 2
+    mate, far = zeros[1], topo.nodes[1][0]
+    values, sources = {}, {}
+
+    def take(result, prefix=""):
+        if result is not None:
+            values.update({prefix + k: v for k, v in result[0].items()})
+            sources.update({prefix + k: v for k, v in result[1].items()})
+
+    if rank == 0:
+        take(local_params())
+    poll = 0.0
+    for kind, partner in (("flag", mate), ("net", far), ("mpi_inter", far), ("mpi_intra", mate)):
+        pair = comm.Split(0 if rank in (0, partner) else MPI.UNDEFINED, 0 if rank == 0 else 1)
+        if pair != MPI.COMM_NULL:
+            if kind == "flag":
+                flag = flag_time(pair, args.timeout)
+            elif kind == "net":
+                result = net_link(pair, args.timeout)
+                if result:
+                    poll = result[2]
+                take(result and result[:2], "net_")
+            else:
+                take(mpi_link(pair, poll), kind + "_")
+            pair.Free()
+        comm.Barrier()
+    if rank in zeros:
+        take(cma_params(machine))
+    machine.Free()
+    if rank == 0:
+        values["poll"], sources["poll"] = poll, "the transport's poll that finds nothing, least"
+        values["flag"], sources["flag"] = flag, "half the least round trip of a flag (C waits)"
+        values["cores"] = len(os.sched_getaffinity(0)) / len({topo.node_of[r] for r in zeros})
+        sources["cores"] = "rank 0's CPUs over the nodes its machine holds"
+        about = (f"{MPI.Get_library_version().splitlines()[0].strip()}; {size} processes as "
+                 f"{len(topo.nodes)} x {topo.ppn}{' (emulated)' if topo.emulated else ''}, "
+                 f"transport {transport_class().name}; "
+                 f"calibrated in {time.monotonic() - started:.0f} s")
+        params.save(params.make(about, sources, **values), args.out)
+        print(f"model calibrate: {args.out}: {about}")
+        for k in params.NAMES:
+            print(f"  {k:18} {values[k]!s:>24}  {sources.get(k, '')}")
+    return 0
