@@ -162,3 +162,29 @@ def test_calibrate_measures_every_parameter_and_says_how(tmp_path):
                  timeout=60)
     assert one.returncode != 0 and "needs at least 2 nodes" in one.stdout
     assert not (tmp_path / "no.json").exists()
+
+
+def test_validate_compares_each_measured_cell_with_its_own_prediction(tmp_path, capsys):
+    """A benchmark result whose times are the model's own predictions for the same cells
+    (auto: the algorithm it chose) validates at 100 % and names every best; one whose times
+    are doubled is 0 % within 25 %. So the cells are matched by shape, size, MIF and seed."""
+    from papcoll.model import validate
+    nodes = predict.shape(2, 2)
+    rows = predict.predict(M, nodes, [8, 65536], [1, 32], calls=4, seed=5)
+    auto = [dict(r, algorithm="auto", chosen="pap_direct") for r in rows
+            if r["algorithm"] == "pap_direct"]
+    result = {"nprocs": 4, "nodes": 2, "ppn": 2, "mpi_library": "MPICH Version: 5.0.2",
+              "seed": 5, "late_fraction": None,
+              "results": [dict(r, avg_us=r["us"]) for r in rows + auto]}
+    params.save(M, tmp_path / "m.json")
+    (tmp_path / "r.json").write_text(json.dumps(result))
+    assert validate.main(["--params", str(tmp_path / "m.json"), "--calls", "4",
+                          str(tmp_path / "r.json")]) == 0
+    out = capsys.readouterr().out
+    assert f"{len(rows) + len(auto)} cells: 100% within 25%" in out
+    assert "best algorithm named in 4 of 4 blocks" in out
+    for r in result["results"]:
+        r["avg_us"] *= 2
+    (tmp_path / "r.json").write_text(json.dumps(result))
+    validate.main(["--params", str(tmp_path / "m.json"), "--calls", "4", str(tmp_path / "r.json")])
+    assert "cells: 0% within 25%" in capsys.readouterr().out

@@ -31,6 +31,8 @@ def parser():
     sub = p.add_subparsers(dest="command", required=True)
     sub.add_parser("calibrate", help="under mpiexec: measure this machine's parameters "
                    "(python -m papcoll model calibrate --help)")
+    sub.add_parser("validate", help="the model against the arrival benchmark's results "
+                   "(python -m papcoll model validate --help)")
     q = sub.add_parser("predict", help="predicted time per call of every algorithm")
     q.add_argument("--params", required=True, help="machine parameters (a model file)")
     q.add_argument("--nodes", type=int, required=True)
@@ -51,6 +53,9 @@ def main(argv):
     if argv[:1] == ["calibrate"]:
         from .calibrate import main as calibrate
         return calibrate(argv[1:])
+    if argv[:1] == ["validate"]:
+        from .validate import main as validate
+        return validate(argv[1:])
     args = parser().parse_args(argv)
     if args.nodes < 1 or args.ppn < 1 or args.calls < 1:
         sys.exit("model: --nodes, --ppn and --calls must be at least 1")
