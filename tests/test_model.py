@@ -188,3 +188,43 @@ def test_validate_compares_each_measured_cell_with_its_own_prediction(tmp_path, 
     (tmp_path / "r.json").write_text(json.dumps(result))
     validate.main(["--params", str(tmp_path / "m.json"), "--calls", "4", str(tmp_path / "r.json")])
     assert "cells: 0% within 25%" in capsys.readouterr().out
+
+
+def test_a_message_standing_for_several_costs_them_all_and_lands_with_the_last():
+    net = M.link("net")
+
+    def sender():
+        yield Put(1, 100, ("x",), net, count=3)
+
+    def receiver():
+        yield Wait((("x",),), any=True)
+
+    # CPU 3 o = 3; the NIC sends 3 of max(g, 100 G) = 1 each: the last leaves at 5, lands at
+    # 5 + 2 + 1 = 8; seen with a poll for each of the 3 it stands for: 8.3
+    assert run([sender(), receiver()], [[0], [1]], [0, 0]) == pytest.approx([3.0, 8.3])
+
+
+def test_aggregation_shares_the_other_nodes_out_evenly_and_keeps_the_last_arrival():
+    from papcoll.model import aggregate
+    assert aggregate.plan(4, 8) is None
+    nodes, weight, groups = aggregate.plan(1024, 64)
+    assert [len(n) for n in nodes] == [64] * 4 and weight == 341.0
+    assert sorted(sum(groups, [])) == list(range(1, 1024)) and {len(g) for g in groups} == {341}
+    row = np.random.default_rng(3).uniform(0, 1, 7 * 2)
+    nodes, weight, groups = aggregate.plan(7, 2)
+    got = aggregate.arrivals(row, 2, groups)
+    assert weight == 2.0 and list(got[:2]) == list(row[:2])
+    assert got.max() == row.max()
+    assert list(got[2:4]) == list(row.reshape(7, 2)[groups[0]].max(axis=0))
+
+
+def test_the_aggregated_simulation_stays_near_the_exact_one_where_both_run():
+    """16 nodes of 2 on 4 simulated ones: every algorithm within 30 % of the exact simulation
+    (docs/model.md gives check-aggregation's figures on calibrated parameters)."""
+    from papcoll.model import aggregate
+    nodes = predict.shape(16, 2)
+    exact = predict.predict(M, nodes, [8, 65536], [1, 32], calls=4)
+    agg = predict.predict(M, nodes, [8, 65536], [1, 32], calls=4,
+                          aggregated=aggregate.plan(16, 2))
+    for e, a in zip(exact, agg):
+        assert abs(a["us"] / e["us"] - 1) < 0.3, (e, a)

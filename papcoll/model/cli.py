@@ -6,8 +6,29 @@ import argparse
 import json
 import sys
 
-from . import params, predict
+from . import aggregate, params, predict
 from .sim import Deadlock
+
+AGGREGATE_ABOVE = 128        # processes: above, predict aggregates by default
+CHECKED = ((16, 2), (16, 4))  # the shapes check-aggregation runs both ways
+
+
+def check_aggregation(machine, calls, sizes=(8, 8192, 65536), mifs=(1, 32)):
+    """Every algorithm's aggregated prediction against its exact one, on shapes where both
+    run; the largest error."""
+    worst = 0.0
+    for nodes, ppn in CHECKED:
+        shape = predict.shape(nodes, ppn)
+        exact = predict.predict(machine, shape, sizes, mifs, calls=calls)
+        agg = predict.predict(machine, shape, sizes, mifs, calls=calls,
+                              aggregated=aggregate.plan(nodes, ppn))
+        for e, a in zip(exact, agg):
+            error = a["us"] / e["us"] - 1
+            worst = max(worst, abs(error))
+            print(f"{nodes} x {ppn} {e['size']:>7} B MIF {e['mif']:>3} {e['algorithm']:16} "
+                  f"exact {e['us']:10.1f} us  aggregated {a['us']:10.1f} us  {error:+.0%}")
+    print(f"largest difference: {worst:.0%}")
+    return 0
 
 
 def _sizes(text):
@@ -46,6 +67,15 @@ def parser():
     q.add_argument("--calls", type=int, default=30, help="simulated calls per cell")
     q.add_argument("--seed", type=int, default=1)
     q.add_argument("--json", action="store_true")
+    how = q.add_mutually_exclusive_group()
+    how.add_argument("--exact", action="store_true", help="simulate every process (default up to "
+                     f"{AGGREGATE_ABOVE} processes)")
+    how.add_argument("--aggregate", action="store_true", help="simulate 4 nodes standing for "
+                     f"all (default above {AGGREGATE_ABOVE} processes; aggregate.py)")
+    a = sub.add_parser("check-aggregation", help="the aggregated simulation against the exact "
+                       "one where both run")
+    a.add_argument("--params", required=True)
+    a.add_argument("--calls", type=int, default=10)
     return p
 
 
@@ -57,21 +87,25 @@ def main(argv):
         from .validate import main as validate
         return validate(argv[1:])
     args = parser().parse_args(argv)
-    if args.nodes < 1 or args.ppn < 1 or args.calls < 1:
+    if args.calls < 1 or args.command == "predict" and (args.nodes < 1 or args.ppn < 1):
         sys.exit("model: --nodes, --ppn and --calls must be at least 1")
     try:
         machine = params.load(args.params)
     except params.ParamsError as e:
         sys.exit(f"model: {e}")
+    if args.command == "check-aggregation":
+        return check_aggregation(machine, args.calls)
     nodes = predict.shape(args.nodes, args.ppn)
     algorithms = args.algorithms.split(",") if args.algorithms else None
+    aggregated = (aggregate.plan(args.nodes, args.ppn) if args.aggregate or not args.exact and
+                  args.nodes * args.ppn > AGGREGATE_ABOVE else None)
     unknown = [a for a in algorithms or () if a not in predict.runnable(nodes)]
     if unknown:
         sys.exit(f"model: cannot run {', '.join(unknown)} on {args.nodes} x {args.ppn}; "
                  f"it runs {', '.join(predict.runnable(nodes))}")
     try:
         rows = predict.predict(machine, nodes, args.sizes, args.mif, algorithms, args.calls,
-                               args.seed, args.late_fraction, args.library)
+                               args.seed, args.late_fraction, args.library, aggregated)
     except Deadlock as e:
         sys.exit(str(e))
     if args.json:

@@ -7,22 +7,27 @@ A message from p to q with tag t lands in q's mailbox as ("m", p, t); a request 
 ("rts", p, t); the clear to send in p's as ("cts", q, t). An eager message is copied out of
 MPI's buffer by the receiver; a rendezvous one lands in place.
 """
-from .sim import Cpu, Put, Wait
+from .sim import Cpu, Put, Sleep, Wait
 
 
 def link(c, p, q):
     return c.m.link("mpi_intra" if c.node_of[p] == c.node_of[q] else "mpi_inter")
 
 
-def exchange(c, p, sends, recvs):
+def exchange(c, p, sends, recvs, count=None):
     """MPI_Isend of each (peer, bytes, tag) in ``sends`` and MPI_Irecv of each in ``recvs``,
-    then MPI_Waitall, which progresses them: answers requests to send, sends on clears."""
+    then MPI_Waitall, which progresses them: answers requests to send, sends on clears. Each
+    message stands for ``count`` alike (default: as many as the call's aggregation says)."""
     todo = {}                                  # key I wait for -> what to do when it lands
+
+    def put(q, n, key):
+        return Put(q, n, key, link(c, p, q), c.w(p, q) if count is None else count)
+
     for q, n, tag in sends:
         if n <= link(c, p, q).eager:
-            yield Put(q, n, ("m", p, tag), link(c, p, q))
+            yield put(q, n, ("m", p, tag))
         else:
-            yield Put(q, 0, ("rts", p, tag), link(c, p, q))
+            yield put(q, 0, ("rts", p, tag))
             todo[("cts", q, tag)] = ("send", q, n, tag)
     for q, n, tag in recvs:
         todo[("m" if n <= link(c, p, q).eager else "rts", q, tag)] = ("recv", q, n, tag)
@@ -30,12 +35,12 @@ def exchange(c, p, sends, recvs):
         key = yield Wait(tuple(todo), any=True)
         what, q, n, tag = todo.pop(key)
         if what == "send":
-            yield Put(q, n, ("m", p, tag), link(c, p, q))
+            yield put(q, n, ("m", p, tag))
         elif key[0] == "rts":
-            yield Put(q, 0, ("cts", p, tag), link(c, p, q))
+            yield put(q, 0, ("cts", p, tag))
             todo[("m", q, tag)] = ("landed", q, n, tag)
-        elif what == "recv":
-            yield Cpu(c.m.copy(n))             # out of the eager buffer
+        elif what == "recv":                   # out of the eager buffer
+            yield Cpu(c.m.copy(n) * (c.w(p, q) if count is None else count))
 
 
 def _begin(c, p):
@@ -52,6 +57,9 @@ def pairwise(c, p, xor=True):
     for i in range(1, size):
         dst, src = ((p ^ i, p ^ i) if power else ((p + i) % size, (p - i) % size))
         yield from exchange(c, p, [(dst, n, i)], [(src, n, i)])
+        if c.w(p, dst) > 1:                    # aggregated: the steps it stands for go one
+            ln = link(c, p, dst)               # after another, a message's time each
+            yield Sleep((c.w(p, dst) - 1) * (ln.o + ln.wire(n) + c.m.poll))
 
 
 def scattered(c, p, throttle=32):
@@ -75,16 +83,26 @@ def bruck(c, p):
     whose index has bit k set, packed (copied), go to p + k and come from p - k, received in
     place; an inverse rotation (2 N blocks copied)."""
     yield Cpu(c.m.mpi_entry)
-    n, size = c.block, c.size
-    yield Cpu(c.m.copy(size * n))
+    n, total = c.block, c.total
+    yield Cpu(c.m.copy(total * n))
     k = 1
-    while k < size:
-        count = sum(1 for i in range(size) if i & k)
+    while k < total:
+        count = sum(1 for i in range(total) if i & k) if total < 1 << 16 else total // 2
         yield Cpu(c.m.copy(count * n))
-        yield from exchange(c, p, [((p + k) % size, count * n, k)],
-                            [((p - k) % size, count * n, k)])
+        d = _distance(c, k)
+        yield from exchange(c, p, [((p + d) % c.size, count * n, k)],
+                            [((p - d) % c.size, count * n, k)], count=1)
         k <<= 1
-    yield Cpu(c.m.copy(2 * size * n))
+    yield Cpu(c.m.copy(2 * total * n))
+
+
+def _distance(c, k):
+    """Bruck's step k on the simulated ranks: k itself, or aggregated, a distance that crosses
+    nodes exactly where k does in the machine modelled (onto another simulated node)."""
+    if c.total == c.size:
+        return k
+    ppn, nodes = len(c.nodes[0]), len(c.nodes)
+    return k if k < ppn else ppn * (1 + (k // ppn - 1) % (nodes - 1))
 
 
 def two_proc(c, p):
@@ -99,7 +117,7 @@ SCHEDULES = {"pairwise": pairwise, "pairwise_plus": lambda c, p: pairwise(c, p, 
 def mpich(c):
     """MPICH 5.0 (its built-in table): Bruck up to 256 B when N >= 8, the scattered
     isend/irecv up to 32 KiB, pairwise above."""
-    if c.block <= 256 and c.size >= 8:
+    if c.block <= 256 and c.total >= 8:
         return "bruck"
     return "scattered" if c.block <= 32768 else "pairwise"
 
@@ -125,7 +143,7 @@ OPENMPI_RULES = {1: "linear", 2: "pairwise_plus", 3: "bruck", 4: "linear", 5: "t
 
 def openmpi(c):
     for (low, high), bounds, above in OPENMPI:
-        if low <= c.size < high:
+        if low <= c.total < high:
             rule = next((r for bound, r in bounds if c.block < bound), above)
             return OPENMPI_RULES[rule]
     return "linear"                            # N = 1: a copy
@@ -135,7 +153,7 @@ def mvapich1(c):
     """MVAPICH 1.x over verbs (the defaults of its 1.2RC1 source; 1.0's are not public):
     Bruck up to 8 KiB when N >= 8, isend/irecv all at once up to 8 KiB, pairwise above."""
     if c.block <= 8192:
-        return "bruck" if c.size >= 8 else "linear"
+        return "bruck" if c.total >= 8 else "linear"
     return "pairwise"
 
 

@@ -5,7 +5,7 @@ calls; a call's time is the mean over processes of their time in it, from their 
 on, and a cell's the mean over its calls. Each call is simulated event by event (sim.py)."""
 import numpy as np
 
-from . import mpi_algorithms, protocols
+from . import aggregate, mpi_algorithms, protocols
 from .sim import Sim
 
 ALGORITHMS = dict(protocols.PAPCOLL, mpi=None)
@@ -41,22 +41,32 @@ def arrivals(rng, calls, size, bound, late_fraction=None):
     return table
 
 
-def call_time(machine, nodes, block, algorithm, arrive, library="mpich"):
-    """One call's simulated time: the mean over processes of (end - arrival), seconds."""
-    c = protocols.Call(machine, nodes, block)
+def call_time(machine, nodes, block, algorithm, arrive, library="mpich", aggregated=None):
+    """One call's simulated time: the mean over processes of (end - arrival), seconds. With
+    ``aggregated`` (aggregate.plan's), ``nodes`` is the machine's and the call is simulated on
+    the plan's nodes, timing node 0's processes."""
+    timed = slice(None)
+    if aggregated:
+        sim_nodes, weight, groups = aggregated
+        c = protocols.Call(machine, sim_nodes, block, weight, sum(map(len, nodes)))
+        arrive = aggregate.arrivals(arrive, len(nodes[0]), groups)
+        timed, nodes = slice(0, len(sim_nodes[0])), sim_nodes
+    else:
+        c = protocols.Call(machine, nodes, block)
     if algorithm == "mpi":
         procs = [mpi_algorithms.protocol(c, library)(c, p) for p in range(c.size)]
     else:
         procs = [ALGORITHMS[algorithm](c, p) for p in range(c.size)]
     end = Sim(machine, nodes).run(procs, arrive)
-    return float(np.mean(np.asarray(end) - arrive))
+    return float(np.mean((np.asarray(end) - arrive)[timed]))
 
 
 def predict(machine, nodes, sizes, mifs, algorithms=None, calls=30, seed=1, late_fraction=None,
-            library="mpich"):
+            library="mpich", aggregated=None):
     """[{size, mif, algorithm, us}] for every size, MIF and algorithm (default: all the model
     runs on this shape), each over ``calls`` calls of seeded random arrivals, the same draws
-    for every algorithm."""
+    for every algorithm; ``aggregated``: an aggregate.plan for ``nodes`` (lists of ranks, all
+    of ``ppn``), or None to simulate every process."""
     algorithms = algorithms or runnable(nodes)
     rows = []
     for size in sizes:
@@ -65,7 +75,7 @@ def predict(machine, nodes, sizes, mifs, algorithms=None, calls=30, seed=1, late
             table = arrivals(rng, calls, sum(map(len, nodes)),
                              mif * t_msg(machine, nodes, size), late_fraction)
             for algorithm in algorithms:
-                t = np.mean([call_time(machine, nodes, size, algorithm, row, library)
-                             for row in table])
+                t = np.mean([call_time(machine, nodes, size, algorithm, row, library,
+                                       aggregated) for row in table])
                 rows.append({"size": size, "mif": mif, "algorithm": algorithm, "us": t * 1e6})
     return rows

@@ -15,13 +15,20 @@ COPY_THRESHOLD = 64 << 10  # pap_direct's copy-based scheme up to this over verb
 
 
 class Call:
-    """One call's shape: ``nodes`` (lists of ranks), ``block`` bytes per pair, on ``machine``."""
+    """One call's shape: ``nodes`` (lists of ranks), ``block`` bytes per pair, on ``machine``;
+    aggregated (aggregate.py), a message between two nodes stands for ``weight`` alike, and
+    the machine modelled has ``total`` processes."""
 
-    def __init__(self, machine, nodes, block):
+    def __init__(self, machine, nodes, block, weight=1.0, total=None):
         self.m, self.nodes, self.block = machine, nodes, block
         self.size = sum(map(len, nodes))
+        self.weight, self.total = weight, total or self.size
         self.node_of = {r: i for i, ranks in enumerate(nodes) for r in ranks}
         self.net = machine.link("net")
+
+    def w(self, p, q):
+        """The messages one from p to q stands for."""
+        return 1.0 if self.node_of[p] == self.node_of[q] else self.weight
 
     def peers(self, p):
         """Every other rank, from my successor on."""
@@ -30,8 +37,9 @@ class Call:
     def local(self, p):
         return self.nodes[self.node_of[p]]
 
-    def copy(self, blocks=1):
-        return Cpu(self.m.copy(blocks * self.block))
+    def copy(self, blocks=1, count=1):
+        """``count`` copies of ``blocks`` blocks each."""
+        return Cpu(count * self.m.copy(blocks * self.block))
 
 
 def _data(q):
@@ -45,12 +53,13 @@ def pap_direct_copy(c, p):
     peers = c.peers(p)
     seen = [k[1] for k in (yield Poll(tuple(map(_data, peers))))]
     for q in seen + [q for q in peers if q not in seen]:
-        yield Put(q, c.block, _data(p), c.net)
+        yield Put(q, c.block, _data(p), c.net, c.w(p, q))
     yield c.copy()                                  # my own block
     left = set(map(_data, peers))
     while left:
-        left.discard((yield Wait(tuple(left), any=True)))
-        yield c.copy()
+        k = yield Wait(tuple(left), any=True)
+        left.discard(k)
+        yield c.copy(count=c.w(p, k[1]))
 
 
 def pap_direct_zcopy(c, p, step_order=False):
@@ -60,7 +69,7 @@ def pap_direct_zcopy(c, p, step_order=False):
     yield Cpu(c.m.entry)
     peers = c.peers(p)
     for q in peers:
-        yield Put(q, ADVERT_BYTES, ("advert", p), c.net)
+        yield Put(q, ADVERT_BYTES, ("advert", p), c.net, c.w(p, q))
     yield c.copy()
     unsent, left = list(peers), set(map(_data, peers))
     while unsent:
@@ -70,7 +79,7 @@ def pap_direct_zcopy(c, p, step_order=False):
             yield Wait((("advert", ready[0]),))
         for q in ready:
             unsent.remove(q)
-            yield Put(q, c.block, _data(p), c.net)
+            yield Put(q, c.block, _data(p), c.net, c.w(p, q))
         if unsent and not step_order:
             k = yield Wait(tuple(("advert", q) for q in unsent) + tuple(left), any=True)
             left.discard(k)
@@ -90,7 +99,7 @@ def _gather(c, p):
     """Hierarchical phase 1: my blocks for my node's processes into my board region and my rows
     of the aggregates for every remote node into the outbox, then my post."""
     yield Cpu(c.m.entry)
-    yield c.copy(c.size - 1)
+    yield c.copy(c.total - 1)
     yield Signal(tuple(q for q in c.local(p) if q != p), ("post", p))
     yield c.copy()
 
@@ -111,8 +120,12 @@ def hierarchical(c, p, pap=True):
         while left:
             k = yield Wait(tuple(left), any=True)
             left.discard(k)
-            blocks = 1 if k[0] == "post" else (len(c.nodes[k[1]]) if pap else c.size - len(local))
-            yield c.copy(blocks)
+            if k[0] == "post":
+                yield c.copy()
+            elif pap:
+                yield c.copy(len(c.nodes[k[1]]), c.weight)
+            else:
+                yield c.copy(c.total - len(local))
         return
     aggs, sent = {("agg", j) for j in others}, False
     while left or aggs or not sent:
@@ -120,14 +133,14 @@ def hierarchical(c, p, pap=True):
             seen = [k[1] for k in (yield Poll(tuple(sorted(aggs))))] if pap else []
             for j in seen + [j for j in others if j not in seen]:
                 yield Put(c.nodes[j][0], len(local) * len(c.nodes[j]) * c.block, ("agg", node),
-                          c.net)
+                          c.net, c.weight)
             sent = True
             continue
         if not pap and not left:                    # shm_direct: every aggregate, then one flag
             yield Wait(tuple(aggs))
             aggs = set()
             yield Signal(tuple(local[1:]), ("done",))
-            yield c.copy(c.size - len(local))
+            yield c.copy(c.total - len(local))
             continue
         k = yield Wait(tuple(left | (aggs if pap else set())), any=True)
         if k[0] == "post":
@@ -136,7 +149,7 @@ def hierarchical(c, p, pap=True):
         else:
             aggs.discard(k)
             yield Signal(tuple(local[1:]), ("done", k[1]))
-            yield c.copy(len(c.nodes[k[1]]))
+            yield c.copy(len(c.nodes[k[1]]), c.weight)
 
 
 def pap_shm_direct(c, p):

@@ -6,8 +6,9 @@ that yields what it does next, and gets back what it learned:
 * ``Cpu(seconds)``: busy on its core. Where more processes than cores share a node, every
   process's CPU time stretches by ``machine.share(ppn)``: they all poll while they wait, so a
   core is never idle and the scheduler shares it evenly.
-* ``Put(dst, nbytes, key, link)``: a write (or MPI message) to ``dst``, posted with ``link.o``
-  of my CPU. Through a NIC (LogGP): it leaves my node's NIC no sooner than ``g`` (or its bytes,
+* ``Put(dst, nbytes, key, link, count=1)``: a write (or MPI message) to ``dst``, posted with
+  ``link.o`` of my CPU; ``count`` > 1: it stands for that many alike (aggregate.py), which
+  take ``count`` times the CPU and the NICs' time, and it lands with the last of them. Through a NIC (LogGP): it leaves my node's NIC no sooner than ``g`` (or its bytes,
   ``n G``) after the one before, travels ``L``, and the destination node's NIC takes its bytes
   one message after another, so incast queues. A ``shared`` link (MPI inside a node) is a copy
   by my CPU (``o + n G``), seen ``L`` later. It lands in ``dst``'s mailbox under ``key``.
@@ -16,6 +17,7 @@ that yields what it does next, and gets back what it learned:
 * ``Wait(keys, any=False)``: until every key (or one: then it is sent back) is in my mailbox;
   noticing costs a poll.
 * ``Poll(keys)``: the keys already in my mailbox (a list), for one poll's CPU.
+* ``Sleep(seconds)``: time that passes without CPU (a wait the model does not play out).
 
 A process's time in the call runs from its arrival to its generator's end. Nothing is
 random here: arrivals are the caller's.
@@ -37,6 +39,12 @@ class Put:
     nbytes: int
     key: tuple
     link: Link
+    count: float = 1.0       # messages it stands for (aggregate.py); it lands with the last
+
+
+@dataclass(frozen=True)
+class Sleep:
+    seconds: float           # waiting on something outside the model's events: no CPU
 
 
 @dataclass(frozen=True)
@@ -78,6 +86,7 @@ class Sim:
         ends, a list."""
         self.now, self.heap, self.seq = 0.0, [], 0
         self.box = [{} for _ in range(self.n)]
+        self.counts = [{} for _ in range(self.n)]
         self.waiting = [None] * self.n
         self.out = [0.0] * (max(self.node_of) + 1)
         self.inn = list(self.out)
@@ -110,17 +119,20 @@ class Sim:
             self._at(self.now + action.seconds * share, self._step, r, gen, None)
         elif kind is Put:
             self.messages += 1
-            link, n = action.link, action.nbytes
+            link, n, count = action.link, action.nbytes, action.count
             if link.shared:
-                posted = self.now + (link.o + n * link.G) * share
-                self._at(posted + link.L, self._land, action.dst, action.key)
+                posted = self.now + (link.o + n * link.G) * share * count
+                self._at(posted + link.L, self._land, action.dst, action.key, count)
             else:
-                posted = self.now + link.o * share
-                node = self.node_of[r]
+                posted = self.now + link.o * share * count
+                node, gap = self.node_of[r], max(link.g, n * link.G)
                 inject = max(posted, self.out[node])
-                self.out[node] = inject + max(link.g, n * link.G)
-                self._at(inject + link.wire(n), self._absorb, action, self.node_of[action.dst])
+                self.out[node] = inject + gap * count
+                self._at(inject + gap * (count - 1) + link.wire(n), self._absorb, action,
+                         self.node_of[action.dst])
             self._at(posted, self._step, r, gen, None)
+        elif kind is Sleep:
+            self._at(self.now + action.seconds, self._step, r, gen, None)
         elif kind is Signal:
             for d in action.dsts:
                 self._at(self.now + self.m.flag, self._land, d, action.key)
@@ -137,12 +149,13 @@ class Sim:
     def _absorb(self, put, node):
         """A message's last byte reaches its node's NIC: it takes the bytes after the ones
         before it."""
-        done = max(self.now, self.inn[node] + put.nbytes * put.link.G)
+        done = max(self.now, self.inn[node] + put.nbytes * put.link.G * put.count)
         self.inn[node] = done
-        self._at(done, self._land, put.dst, put.key)
+        self._at(done, self._land, put.dst, put.key, put.count)
 
-    def _land(self, r, key):
+    def _land(self, r, key, count=1.0):
         self.box[r][key] = self.now
+        self.counts[r][key] = count
         if self.waiting[r]:
             self._check(r)
 
@@ -154,9 +167,10 @@ class Sim:
             if not landed:
                 return
             found = min(landed)[1]            # the first to land: served in arrival order
+            polls = self.counts[r].get(found, 1.0)   # a poll for each message it stands for
         elif not all(k in box for k in wait.keys):
             return
         else:
-            found = None
+            found, polls = None, 1.0
         self.waiting[r] = None
-        self._at(self.now + self.m.poll * self.share[r], self._step, r, gen, found)
+        self._at(self.now + self.m.poll * self.share[r] * polls, self._step, r, gen, found)
