@@ -85,9 +85,9 @@ static int landed(struct pc_xcall *c, size_t peer)
 static int advertised(struct pc_xcall *c, size_t peer, uint64_t *addr, uint64_t *bytes,
                       uint32_t *rkey)
 {
-    int rc;
-    if (!current(c, PC_ADVERT, c->adverts, peer) && (rc = landed(c, peer)) <= 0)
-        return rc;
+    /* (a notice of another call is reported where data is taken: run_pass tells all) */
+    if (!current(c, PC_ADVERT, c->adverts, peer) && landed(c, peer) != 1)
+        return 0;
     struct pc_advert record = record_of(c, peer);
     if (record.sig != c->sig || record.epoch != (c->record_epoch ? c->record_epoch : c->epoch))
         return mismatch(c, PC_IN_ADVERT, peer, record.sig);
