@@ -77,6 +77,8 @@ def test_policy_choices(nodes, crowded, block, cma, chosen):
     ("verbs", [2, 2], (2 << 10) + 1, "pap_direct"), ("verbs", [2, 2], 8 << 10, "pap_direct"),
     ("verbs", [2, 2], (8 << 10) + 1, "pap_shm_direct"),
     ("verbs", [2, 2], 64 << 10, "pap_shm_direct"), ("verbs", [2, 2], 96 << 10, "pap_direct"),
+    ("verbs", [2, 2], 128 << 10, "pap_direct"), ("verbs", [2, 2], (128 << 10) + 1, "pap_shm_direct"),
+    ("verbs", [2, 2], 1 << 20, "pap_shm_direct"), ("verbs", [2, 2, 2], 1 << 20, "mpi"),
     ("verbs", [2, 2, 2], 64 << 10, "pap_direct"), ("verbs", [3, 3], 64 << 10, "pap_direct"),
     ("mpi-rma", [2, 2], 64 << 10, "pap_direct")])
 def test_the_hierarchical_row_serves_the_shape_it_won_on(monkeypatch, transport, nodes, block,
