@@ -8,9 +8,11 @@ Rank 0 measures against two partners: ``mate``, the lowest other rank on its own
 nodes, papcoll's transport). Everyone else waits. Each time is the minimum over repetitions
 (the machine's cost, not its noise), except where it says otherwise. A one-way time is half a
 ping-pong's round trip; the model's one-way time of a message is o + L + n G + a poll, so L is
-what is left of it.
+what is left of it. Like the benchmarks, it times MPI's own calls, which MPI does not bound:
+run it where every rank runs.
 """
 import argparse
+import mmap
 import os
 import sys
 import time
@@ -204,7 +206,6 @@ def cma_params(node, pages=64, reps=100):
     """The CMA model's parameters (DESIGN.md): the other ranks of ``node`` read rank 0's
     memory with process_vm_readv (native.cma_probe: a 1-byte local iovec copies one byte but
     pins every remote page). On rank 0 (values, sources); None elsewhere."""
-    import mmap
     me, size = node.Get_rank(), node.Get_size()
     span = pages * mmap.PAGESIZE
     memory = None
