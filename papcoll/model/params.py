@@ -18,7 +18,8 @@ LINKS = {"net": "papcoll's transport between processes (verbs or MPI RMA), per m
          "mpi_inter": "MPI's point-to-point between nodes",
          "mpi_intra": "MPI's point-to-point inside a node"}
 SCALARS = {
-    "cores": "cores per node (processes beyond them share one: their CPU time stretches)",
+    "cores": "cores per node, a fraction where emulated nodes share one (processes beyond them "
+             "share a core: their CPU time stretches)",
     "entry": "papcoll's own part of a call: entry, checks and plan, before its first write",
     "mpi_entry": "MPI_Alltoall's entry through mpi4py, before its first message",
     "poll": "one poll of the transport that finds nothing",
@@ -100,7 +101,7 @@ def make(about="", sources=None, **values):
     for k, v in values.items():
         ok = (isinstance(v, list) and v and all(isinstance(x, (int, float)) and x > 0 for x in v)
               if k == "cma_gamma" else isinstance(v, (int, float)) and not isinstance(v, bool)
-              and v >= 0 and (k not in ("cores", "cma_page") or v >= 1))
+              and v >= 0 and (k != "cma_page" or v >= 1) and (k != "cores" or v > 0))
         if not ok:
             raise ParamsError(f"parameter {k}: {v!r} is not a valid value")
     return Machine(dict(values), dict(sources or {}), about)

@@ -1,6 +1,7 @@
 """``python -m papcoll model validate --params FILE RESULT.json...``: the model against the
 arrival benchmark's measured cells (its --out JSON), each predicted for the same shape, size,
-MIF, arrival pattern, seed and MPI library, on parameters calibrated on the same machine.
+arrivals (those the benchmark recorded) and MPI library, on parameters calibrated on the same
+machine.
 
 It prints every cell (measured, predicted, error) and the targets' two figures: the share of
 cells predicted within 25 %, and the share of (size, MIF) blocks whose best algorithm the model
@@ -9,6 +10,8 @@ names -- all of them, and those whose best is not the most common winner. With `
 import argparse
 import json
 from collections import Counter
+
+import numpy as np
 
 from . import params, predict
 
@@ -25,28 +28,39 @@ def nodes_of(result):
     return [list(range(k, min(k + ppn, n))) for k in range(0, n, ppn)]
 
 
-def cells(machine, result, calls):
-    """(size, mif, algorithm, measured us, predicted us) of every cell the model runs."""
+def cells(machine, result, calls, drawn=False):
+    """(size, mif, algorithm, measured us, predicted us) of every cell the model runs. Each is
+    predicted for the arrivals the benchmark recorded in its calls (the first ``calls`` of
+    them): a sleep overshoots its delay, most where processes outnumber cores, so the planned
+    pattern is not what ran. ``drawn``: for the model's own draws of the planned pattern."""
     nodes, library = nodes_of(result), library_of(result["mpi_library"])
     out = []
     for row in result["results"]:
         name = row.get("chosen") if row["algorithm"] == "auto" else row["algorithm"]
         if name not in predict.runnable(nodes):
             continue
-        got = predict.predict(machine, nodes, [row["size"]], [row["mif"]], [name], calls,
-                              result["seed"], result.get("late_fraction"), library)[0]["us"]
+        recorded = row.get("per_rank", {}).get("arrival_us")
+        if drawn or not recorded:
+            got = predict.predict(machine, nodes, [row["size"]], [row["mif"]], [name], calls,
+                                  result["seed"], result.get("late_fraction"),
+                                  library)[0]["us"]
+        else:
+            got = 1e6 * np.mean([predict.call_time(machine, nodes, row["size"], name,
+                                                   np.asarray(a) * 1e-6, library)
+                                 for a in recorded[:calls]])
         out.append((row["size"], row["mif"], row["algorithm"], row["avg_us"], got))
     return out
 
 
 def summary(rows):
     """(share within 25 %, blocks whose best is named right, of how many; the same for blocks
-    whose best is not the most common winner)."""
+    whose best is not the most common winner, and that winner). ``rows``: (result, size, MIF,
+    algorithm, measured, predicted); a block is one result's size and MIF."""
     within = sum(abs(p / m - 1) <= WITHIN for *_, m, p in rows) / max(1, len(rows))
     blocks = {}
-    for size, mif, name, m, p in rows:
+    for result, size, mif, name, m, p in rows:
         if name != "auto":
-            blocks.setdefault((size, mif), []).append((name, m, p))
+            blocks.setdefault((result, size, mif), []).append((name, m, p))
     best = {k: (min(v, key=lambda r: r[1])[0], min(v, key=lambda r: r[2])[0])
             for k, v in blocks.items() if len(v) > 1}
     common = Counter(m for m, _ in best.values()).most_common(1)
@@ -60,7 +74,7 @@ def plot(rows, path, title):
     from matplotlib.figure import Figure
     fig = Figure(figsize=(6, 6))
     ax = fig.add_subplot()
-    measured, predicted = [r[3] for r in rows], [r[4] for r in rows]
+    measured, predicted = [r[-2] for r in rows], [r[-1] for r in rows]
     ax.loglog(measured, predicted, "o", alpha=0.6)
     low, high = min(measured + predicted), max(measured + predicted)
     ax.plot([low, high], [low, high], "k-", lw=0.8)
@@ -77,6 +91,8 @@ def main(argv):
     p.add_argument("--params", required=True)
     p.add_argument("results", nargs="+", help="the arrival benchmark's JSON results")
     p.add_argument("--calls", type=int, default=30, help="simulated calls per cell")
+    p.add_argument("--drawn", action="store_true", help="predict for the model's own draws of "
+                   "the planned arrivals, not the ones the benchmark recorded")
     p.add_argument("--plot", help="a PNG of predicted against measured")
     args = p.parse_args(argv)
     machine = params.load(args.params)
@@ -84,14 +100,14 @@ def main(argv):
     for path in args.results:
         with open(path) as f:
             result = json.load(f)
-        mine = cells(machine, result, args.calls)
+        mine = cells(machine, result, args.calls, args.drawn)
         print(f"# {path}: {result['nprocs']} processes, {result['nodes']} x {result['ppn']}, "
               f"{result['mpi_library']}")
         print(f"{'size':>9} {'MIF':>4} {'algorithm':16} {'measured':>10} {'predicted':>10} "
               f"{'error':>7}")
         for size, mif, name, m, pr in mine:
             print(f"{size:>9} {mif:>4} {name:16} {m:10.1f} {pr:10.1f} {pr / m - 1:+7.0%}")
-        rows += mine
+        rows += [(path, *cell) for cell in mine]
     within, right, blocks, rare_right, rare, common = summary(rows)
     print(f"\n{len(rows)} cells: {within:.0%} within {WITHIN:.0%} (target 80 %); best algorithm "
           f"named in {right} of {blocks} blocks (target 80 %), in {rare_right} of the {rare} "
