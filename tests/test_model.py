@@ -140,7 +140,7 @@ def test_predict_prints_the_interfaces_json(tmp_path):
                          capture_output=True, text=True, check=True).stdout
     rows = json.loads(out)
     assert {(r["size"], r["mif"]) for r in rows} == {(8, 32), (8192, 32)}
-    assert {r["algorithm"] for r in rows} == set(predict.runnable(predict.shape(2, 2)))
+    assert {r["algorithm"] for r in rows} == set(predict.runnable(protocols.shape(2, 2)))
     assert all(set(r) == {"size", "mif", "algorithm", "us"} and r["us"] > 0 for r in rows)
 
 
@@ -156,8 +156,8 @@ def test_calibrate_measures_every_parameter_and_says_how(tmp_path):
     assert all(machine.sources.get(k) for k in params.NAMES), machine.sources
     assert machine.cma_gamma[0] == pytest.approx(1.0) and machine.net_G > 0
     assert "2 x 2 (emulated)" in machine.about
-    rows = predict.predict(machine, predict.shape(2, 2), [8, 65536], [1, 32], calls=3)
-    assert len(rows) == 2 * 2 * len(predict.runnable(predict.shape(2, 2)))
+    rows = predict.predict(machine, protocols.shape(2, 2), [8, 65536], [1, 32], calls=3)
+    assert len(rows) == 2 * 2 * len(predict.runnable(protocols.shape(2, 2)))
     one = launch(2, ["-m", "papcoll", "model", "calibrate", "--out", tmp_path / "no.json"],
                  timeout=60)
     assert one.returncode != 0 and "needs at least 2 nodes" in one.stdout
@@ -169,7 +169,7 @@ def test_validate_compares_each_measured_cell_with_its_own_prediction(tmp_path, 
     (auto: the algorithm it chose) validates at 100 % and names every best; one whose times
     are doubled is 0 % within 25 %. So the cells are matched by shape, size, MIF and seed."""
     from papcoll.model import validate
-    nodes = predict.shape(2, 2)
+    nodes = protocols.shape(2, 2)
     rows = predict.predict(M, nodes, [8, 65536], [1, 32], calls=4, seed=5)
     auto = [dict(r, algorithm="auto", chosen="pap_direct") for r in rows
             if r["algorithm"] == "pap_direct"]
@@ -222,7 +222,7 @@ def test_the_aggregated_simulation_stays_near_the_exact_one_where_both_run():
     """16 nodes of 2 on 4 simulated ones: every algorithm within 30 % of the exact simulation
     (docs/model.md gives check-aggregation's figures on calibrated parameters)."""
     from papcoll.model import aggregate
-    nodes = predict.shape(16, 2)
+    nodes = protocols.shape(16, 2)
     exact = predict.predict(M, nodes, [8, 65536], [1, 32], calls=4)
     agg = predict.predict(M, nodes, [8, 65536], [1, 32], calls=4,
                           aggregated=aggregate.plan(16, 2))
@@ -234,7 +234,7 @@ def test_validate_predicts_for_the_arrivals_the_benchmark_recorded(tmp_path, cap
     """Where a cell carries its calls' recorded arrivals, the prediction is for those (a
     sleep's overshoot is part of what ran), not for fresh draws of the planned pattern."""
     from papcoll.model import validate
-    nodes = predict.shape(2, 2)
+    nodes = protocols.shape(2, 2)
     recorded = [[0.0, 40e6, 5e6, 90e6], [10e6, 0.0, 60e6, 20e6]]   # us per call (M: seconds)
     rows = []
     for name in ("mpi", "pap_direct"):

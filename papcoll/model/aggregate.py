@@ -17,6 +17,8 @@ model check-aggregation`` compares it with the full simulation where both run (d
 """
 import numpy as np
 
+from .protocols import shape
+
 SIMULATED = 4          # nodes simulated; 63, 255 and 1023 others share out evenly among 3
 
 
@@ -26,12 +28,8 @@ def plan(nodes, ppn, simulated=SIMULATED):
     if nodes <= simulated:
         return None
     reps = simulated - 1
-    groups = [list(range(1 + j, nodes, reps)) for j in range(reps)]
-    sizes = {len(g) for g in groups}
-    weight = (nodes - 1) / reps
-    if max(sizes) - min(sizes) > 1:
-        raise AssertionError(groups)
-    return [list(range(k * ppn, (k + 1) * ppn)) for k in range(simulated)], weight, groups
+    groups = [list(range(1 + j, nodes, reps)) for j in range(reps)]   # sizes differ by 1 at most
+    return shape(simulated, ppn), (nodes - 1) / reps, groups
 
 
 def arrivals(row, ppn, groups):

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from . import aggregate, params, predict
+from . import aggregate, mpi_algorithms, params, predict, protocols
 from .sim import Deadlock
 
 AGGREGATE_ABOVE = 128        # processes: above, predict aggregates by default
@@ -18,7 +18,7 @@ def check_aggregation(machine, calls, sizes=(8, 8192, 65536), mifs=(1, 32)):
     run; the largest error."""
     worst = 0.0
     for nodes, ppn in CHECKED:
-        shape = predict.shape(nodes, ppn)
+        shape = protocols.shape(nodes, ppn)
         exact = predict.predict(machine, shape, sizes, mifs, calls=calls)
         agg = predict.predict(machine, shape, sizes, mifs, calls=calls,
                               aggregated=aggregate.plan(nodes, ppn))
@@ -63,7 +63,7 @@ def parser():
     q.add_argument("--late-fraction", type=float, help="instead of random delays, this "
                    "fraction of the processes arrives MIF x t_msg late")
     q.add_argument("--algorithms", help="comma-separated (default: all the model runs here)")
-    q.add_argument("--library", default="mpich", choices=sorted(predict.mpi_algorithms.SELECTION))
+    q.add_argument("--library", default="mpich", choices=sorted(mpi_algorithms.SELECTION))
     q.add_argument("--calls", type=int, default=30, help="simulated calls per cell")
     q.add_argument("--seed", type=int, default=1)
     q.add_argument("--json", action="store_true")
@@ -95,7 +95,7 @@ def main(argv):
         sys.exit(f"model: {e}")
     if args.command == "check-aggregation":
         return check_aggregation(machine, args.calls)
-    nodes = predict.shape(args.nodes, args.ppn)
+    nodes = protocols.shape(args.nodes, args.ppn)
     algorithms = args.algorithms.split(",") if args.algorithms else None
     aggregated = (aggregate.plan(args.nodes, args.ppn) if args.aggregate or not args.exact and
                   args.nodes * args.ppn > AGGREGATE_ABOVE else None)

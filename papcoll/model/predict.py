@@ -11,11 +11,6 @@ from .sim import Sim
 ALGORITHMS = dict(protocols.PAPCOLL, mpi=None)
 
 
-def shape(nodes, ppn):
-    """Ranks by node, as papcoll numbers them: node k holds ranks k ppn ... (k + 1) ppn - 1."""
-    return [list(range(k * ppn, (k + 1) * ppn)) for k in range(nodes)]
-
-
 def runnable(nodes):
     """The algorithms the model runs on this shape (the intra-node ones on one node only)."""
     return [a for a in ALGORITHMS if len(nodes) == 1 or a not in protocols.INTRANODE]

@@ -14,6 +14,13 @@ ADVERT_BYTES = 40          # an advert record (native/papcoll_xport.h: struct pc
 COPY_THRESHOLD = 64 << 10  # pap_direct's copy-based scheme up to this over verbs (verbs.py)
 
 
+def shape(nodes, ppn, size=None):
+    """Ranks by node, as papcoll numbers them: node k holds ranks k ppn ... (k + 1) ppn - 1;
+    with ``size`` processes, the last node holds what remains."""
+    size = nodes * ppn if size is None else size
+    return [list(range(k, min(k + ppn, size))) for k in range(0, size, ppn)]
+
+
 class Call:
     """One call's shape: ``nodes`` (lists of ranks), ``block`` bytes per pair, on ``machine``;
     aggregated (aggregate.py), a message between two nodes stands for ``weight`` alike, and

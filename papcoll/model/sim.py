@@ -85,8 +85,7 @@ class Sim:
         """Run ``procs`` (one generator per rank) from ``arrivals`` (seconds); the times each
         ends, a list."""
         self.now, self.heap, self.seq = 0.0, [], 0
-        self.box = [{} for _ in range(self.n)]
-        self.counts = [{} for _ in range(self.n)]
+        self.box = [{} for _ in range(self.n)]      # key -> (time landed, messages it stands for)
         self.waiting = [None] * self.n
         self.out = [0.0] * (max(self.node_of) + 1)
         self.inn = list(self.out)
@@ -154,8 +153,7 @@ class Sim:
         self._at(done, self._land, put.dst, put.key, put.count)
 
     def _land(self, r, key, count=1.0):
-        self.box[r][key] = self.now
-        self.counts[r][key] = count
+        self.box[r][key] = (self.now, count)
         if self.waiting[r]:
             self._check(r)
 
@@ -163,11 +161,11 @@ class Sim:
         wait, gen = self.waiting[r]
         box = self.box[r]
         if wait.any:
-            landed = [(box[k], k) for k in wait.keys if k in box]
+            landed = [(box[k][0], k) for k in wait.keys if k in box]
             if not landed:
                 return
             found = min(landed)[1]            # the first to land: served in arrival order
-            polls = self.counts[r].get(found, 1.0)   # a poll for each message it stands for
+            polls = box[found][1]             # a poll for each message it stands for
         elif not all(k in box for k in wait.keys):
             return
         else:

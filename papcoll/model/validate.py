@@ -14,6 +14,7 @@ from collections import Counter
 import numpy as np
 
 from . import params, predict
+from .protocols import shape
 
 WITHIN = 0.25
 
@@ -22,18 +23,13 @@ def library_of(text):
     return "openmpi" if "Open MPI" in text else "mvapich1" if "MVAPICH" in text else "mpich"
 
 
-def nodes_of(result):
-    """The benchmark's ranks by node: ``ppn`` each, the last node what remains."""
-    n, ppn = result["nprocs"], result["ppn"]
-    return [list(range(k, min(k + ppn, n))) for k in range(0, n, ppn)]
-
-
 def cells(machine, result, calls, drawn=False):
     """(size, mif, algorithm, measured us, predicted us) of every cell the model runs. Each is
     predicted for the arrivals the benchmark recorded in its calls (the first ``calls`` of
     them): a sleep overshoots its delay, most where processes outnumber cores, so the planned
     pattern is not what ran. ``drawn``: for the model's own draws of the planned pattern."""
-    nodes, library = nodes_of(result), library_of(result["mpi_library"])
+    nodes = shape(result["nodes"], result["ppn"], result["nprocs"])
+    library = library_of(result["mpi_library"])
     out = []
     for row in result["results"]:
         name = row.get("chosen") if row["algorithm"] == "auto" else row["algorithm"]
