@@ -136,9 +136,12 @@ def run_cell(n, fault, argv, env, tmp_path, timeout=TIMEOUT, flags=()):
     return text, rc, problems
 
 
-def judge(fault, r, victim, kind, attrs, line):
+def judge(fault, r, victim, kind, attrs, line, finished=frozenset()):
     """Problems with rank r's outcome: ``kind`` (OK, BADDATA or the exception's class),
-    ``attrs`` (missing, gave_up, ranks), ``line`` (with the message)."""
+    ``attrs`` (missing, gave_up, ranks), ``line`` (with the message). ``finished``: the live
+    ranks whose own outcome shows they finished r's call -- after r's deadline, if r names
+    them: "no sign of them" was then true, so r may name them beside the victim (the rare
+    case in docs/failures.md), never instead of it."""
     msg = line.split(" ok before): ", 1)[-1]
     missing, gave_up, ranks = (set(attrs.get(k) or []) for k in ("missing", "gave_up", "ranks"))
     named = missing | gave_up | ranks
@@ -171,8 +174,8 @@ def judge(fault, r, victim, kind, attrs, line):
             return [f"rank {r}: {kind}, want {' or '.join(want)}"]
         if victim not in named:
             return [f"rank {r}: {kind} does not name rank {victim}"]
-        if blame - {victim}:
-            return [f"rank {r}: {kind} blames live rank(s) {sorted(blame - {victim})}"]
+        if blame - {victim} - finished:
+            return [f"rank {r}: {kind} blames live rank(s) {sorted(blame - {victim} - finished)}"]
         if victim in gave_up and not mismatch and fault != "sigint":
             return [f"rank {r}: says rank {victim} gave up; it was {fault}"]
         return []
@@ -196,8 +199,11 @@ def check(fault, n, text, rc, problems, timeout=TIMEOUT, slack=SLACK):
     for r, rest in re.findall(r"CELL rank (\d+): (.*?)(?=CELL |\n|\Z)", text):
         lines[int(r)].append(rest.strip())
     live = [r for r in range(n) if not (fault in KILLS and r == victim)]
+    outcomes = {r: [m for m in map(OUTCOME.match, lines[r]) if m] for r in live}
+    ended = {r: int(found[0]["call"]) + (found[0]["kind"] == "OK")   # the call it did not finish
+             for r, found in outcomes.items() if len(found) == 1 and found[0]["kind"] != "BADDATA"}
     for r in live:
-        found = [m for m in map(OUTCOME.match, lines[r]) if m]
+        found = outcomes[r]
         if len(found) != 1:
             problems.append(f"rank {r}: {len(found)} outcome lines (a crash or hang if 0)")
             continue
@@ -209,7 +215,8 @@ def check(fault, n, text, rc, problems, timeout=TIMEOUT, slack=SLACK):
             bound = 0.5 + timeout / 2          # SIGINT 0.2 s in; Ctrl-C gets through in 0.1 s
         if float(m["secs"]) > bound:
             problems.append(f"rank {r}: its call took {m['secs']} s > {bound:g} s")
-        problems += judge(fault, r, victim, m["kind"], attrs, m.group(0))
+        finished = {q for q, call in ended.items() if r in ended and call > ended[r]}
+        problems += judge(fault, r, victim, m["kind"], attrs, m.group(0), finished)
         if fault in KILLS and not any(x.startswith("exits") for x in lines[r]):
             problems.append(f"rank {r}: did not reach os._exit after reporting")
         if fault not in KILLS:
