@@ -250,3 +250,31 @@ def test_validate_predicts_for_the_arrivals_the_benchmark_recorded(tmp_path, cap
     assert "2 cells: 100% within 25%" in capsys.readouterr().out
     validate.main(["--params", str(tmp_path / "m.json"), "--drawn", str(tmp_path / "r.json")])
     assert "2 cells: 100% within 25%" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("pap", [True, False])
+def test_the_papers_master_copies_each_aggregate_in_before_its_flag(pap):
+    """The paper's PAP_Shm_Direct and Shm_Direct (staged): on 2 nodes of 1, each master ends
+    one copy of the landed aggregate (1 block of 100 B: 0.5 + 0.1) after papcoll's."""
+    nodes = protocols.shape(2, 1)
+
+    def ends(staged):
+        c = protocols.Call(M, nodes, 100)
+        return run([protocols.hierarchical(c, p, pap, staged) for p in (0, 1)], nodes, [0, 0])
+    assert np.allclose(np.subtract(ends(True), ends(False)), [0.6, 0.6])
+
+
+def test_the_paper_comparison_runs_on_the_papers_machine():
+    from papcoll.model import paper
+    machine = params.load(paper.MACHINE)
+    assert all(machine.sources[k].startswith(("public", "derived", "estimate", "not applicable"))
+               for k in params.NAMES)           # every parameter says where it comes from
+    out = subprocess.run([sys.executable, "-m", "papcoll", "model", "paper", "--calls", "1",
+                          "--json"], capture_output=True, text=True, check=True)
+    doc = json.loads(out.stdout)
+    assert len(doc["cells"]) == len(paper.SIZES) * len(paper.MIFS)
+    for cell in doc["cells"]:                   # no alltoall beats the wait for the last arrival
+        floor = cell["us"].pop("floor")
+        assert all(us > floor for us in cell["us"].values())
+    assert [c["claim"] for c in doc["claims"]][:4] == [
+        f"{name} over MVAPICH, {size} B, MIF {mif}" for mif, name, size, _ in paper.RATIOS]

@@ -54,6 +54,8 @@ def parser():
                    "(python -m papcoll model calibrate --help)")
     sub.add_parser("validate", help="the model against the arrival benchmark's results "
                    "(python -m papcoll model validate --help)")
+    sub.add_parser("paper", help="the model against the PAP paper's results, on its machine's "
+                   "public figures (python -m papcoll model paper --help)")
     q = sub.add_parser("predict", help="predicted time per call of every algorithm")
     q.add_argument("--params", required=True, help="machine parameters (a model file)")
     q.add_argument("--nodes", type=int, required=True)
@@ -86,6 +88,9 @@ def main(argv):
     if argv[:1] == ["validate"]:
         from .validate import main as validate
         return validate(argv[1:])
+    if argv[:1] == ["paper"]:
+        from .paper import main as paper
+        return paper(argv[1:])
     args = parser().parse_args(argv)
     if args.calls < 1 or args.command == "predict" and (args.nodes < 1 or args.ppn < 1):
         sys.exit("model: --nodes, --ppn and --calls must be at least 1")

@@ -37,9 +37,10 @@ def arrivals(rng, calls, size, bound, late_fraction=None):
 
 
 def call_time(machine, nodes, block, algorithm, arrive, library="mpich", aggregated=None):
-    """One call's simulated time: the mean over processes of (end - arrival), seconds. With
-    ``aggregated`` (aggregate.plan's), ``nodes`` is the machine's and the call is simulated on
-    the plan's nodes, timing node 0's processes."""
+    """One call's simulated time: the mean over processes of (end - arrival), seconds;
+    ``algorithm``: a name, or a protocol (protocols.py's form). With ``aggregated``
+    (aggregate.plan's), ``nodes`` is the machine's and the call is simulated on the plan's
+    nodes, timing node 0's processes."""
     timed = slice(None)
     if aggregated:
         sim_nodes, weight, groups = aggregated
@@ -51,7 +52,8 @@ def call_time(machine, nodes, block, algorithm, arrive, library="mpich", aggrega
     if algorithm == "mpi":
         procs = [mpi_algorithms.protocol(c, library)(c, p) for p in range(c.size)]
     else:
-        procs = [ALGORITHMS[algorithm](c, p) for p in range(c.size)]
+        protocol = ALGORITHMS[algorithm] if isinstance(algorithm, str) else algorithm
+        procs = [protocol(c, p) for p in range(c.size)]
     end = Sim(machine, nodes).run(procs, arrive)
     return float(np.mean((np.asarray(end) - arrive)[timed]))
 

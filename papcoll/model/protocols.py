@@ -111,12 +111,14 @@ def _gather(c, p):
     yield c.copy()
 
 
-def hierarchical(c, p, pap=True):
+def hierarchical(c, p, pap=True, staged=False):
     """``pap_shm_direct`` (``pap``) and ``shm_direct``: gather; the masters write each node's
     aggregate (ppn x ppn' blocks) straight into every other node's segment once their node's
     posts are in (in arrival order, or in step order); scatter: with ``pap``, one done flag per
     remote master, raised as its aggregate lands, each process copying its part of it then;
-    without, one flag once all are in."""
+    without, one flag once all are in. ``staged``: the paper's (Sect. 4.3), whose master copies
+    each aggregate from its receive area into the shared buffer before raising its flag, and
+    hands on only after its own node's gather."""
     yield from _gather(c, p)
     node = c.node_of[p]
     local = c.local(p)
@@ -134,8 +136,8 @@ def hierarchical(c, p, pap=True):
             else:
                 yield c.copy(c.total - len(local))
         return
-    aggs, sent = {("agg", j) for j in others}, False
-    while left or aggs or not sent:
+    aggs, sent, landed = {("agg", j) for j in others}, False, []
+    while left or aggs or not sent or landed:
         if not left and not sent:                   # my node's posts are in: the aggregates go
             seen = [k[1] for k in (yield Poll(tuple(sorted(aggs))))] if pap else []
             for j in seen + [j for j in others if j not in seen]:
@@ -143,9 +145,17 @@ def hierarchical(c, p, pap=True):
                           c.net, c.weight)
             sent = True
             continue
+        if staged and not left and landed:          # the paper, after my writes: copy, flag
+            j = landed.pop(0)
+            yield c.copy(len(local) * len(c.nodes[j]), c.weight)
+            yield Signal(tuple(local[1:]), ("done", j))
+            yield c.copy(len(c.nodes[j]), c.weight)
+            continue
         if not pap and not left:                    # shm_direct: every aggregate, then one flag
             yield Wait(tuple(aggs))
             aggs = set()
+            for j in others if staged else ():
+                yield c.copy(len(local) * len(c.nodes[j]), c.weight)
             yield Signal(tuple(local[1:]), ("done",))
             yield c.copy(c.total - len(local))
             continue
@@ -153,6 +163,9 @@ def hierarchical(c, p, pap=True):
         if k[0] == "post":
             left.discard(k)
             yield c.copy()
+        elif staged:
+            aggs.discard(k)
+            landed.append(k[1])
         else:
             aggs.discard(k)
             yield Signal(tuple(local[1:]), ("done", k[1]))
