@@ -1,41 +1,21 @@
-"""The CMA cost model (Chakraborty et al., "Contention-aware kernel-assisted MPI collectives"):
-
-    t = alpha + n beta + l gamma_c ceil(n / s)
-
-alpha: syscall + access check; beta: per byte copied; l: lock and pin one page; s: page size;
-gamma_c: how much longer pinning takes with c processes reading one process at once.
+"""The CMA cost model's measurement (papcoll/model/cma.py says what it measures and how), as a
+benchmark on both kinds of memory:
 
     mpiexec -n 3 python -m mpi4py -m papcoll.bench cma-model
 
-Rank 0 is the process everyone reads (it sleeps); readers time process_vm_readv calls with
-native.cma_probe (its header: on Linux a 0-byte local iovec returns before pinning anything, so
-1-byte local iovecs isolate the steps), taking medians of --reps calls:
-
-    T1 = 0-byte local, 1-byte remote            syscall only
-    T2 = 1-byte local, 1-byte remote            alpha = T2
-    T3 = 1-byte local, remote of N pages        l = (T3 - T2) / N    (pins N pages, copies 1 B)
-    T4 = N pages local and remote               beta = (T4 - T3) / (N s)
-
-gamma_c = (T3 with c readers at once - T2) / (T3 with one reader - T2), for c = 1 .. ranks - 1,
-each reader on its own pages of rank 0 (both in the same loop, so gamma_1 = 1). Readers only
-contend while they run at once: with more readers than free cores gamma_c says little. The
-aggregate throughput of c readers copying N pages each (all bytes over the wall time of the
-batch) gives the throttle factor: the c that moves the most bytes per second. Both kinds of
-memory are probed:
 numpy arrays as users allocate them (large ones may get transparent huge pages) and 4 KiB pages.
 """
 import datetime
 import json
 import mmap
-import os
 import platform
-import time
 from pathlib import Path
 
 import numpy as np
 from mpi4py import MPI
 
 from papcoll import native
+from papcoll.model import cma
 
 from .arrival_measure import idle_barrier
 
@@ -63,58 +43,12 @@ def target_memory(kind, nbytes):
     return memory
 
 
-def median_ns(times):
-    return float(np.median(times))
-
-
-def probe(pid, address, pages, reps, local_bytes, remote_bytes):
-    local = None if local_bytes == 0 else np.zeros(local_bytes, np.uint8)
-    return median_ns(native.cma_probe(pid, address, remote_bytes, local=local, reps=reps))
-
-
 def measure(comm, kind, args):
-    """The model's parameters for one kind of memory, complete on rank 1."""
-    rank, size = comm.Get_rank(), comm.Get_size()
-    page, n = mmap.PAGESIZE, args.pages
-    span = n * page
-    memory = target_memory(kind, (size - 1) * span) if rank == 0 else None
-    pid, base = comm.bcast((os.getpid(), memory.ctypes.data) if rank == 0 else None, root=0)
-    mine = base + (rank - 1) * span if rank else 0
-    result = {}
-    if rank == 1:
-        t1 = probe(pid, mine, n, args.reps, 0, 1)
-        t2 = probe(pid, mine, n, args.reps, 1, 1)
-        t3 = probe(pid, mine, n, args.reps, 1, span)
-        t4 = probe(pid, mine, n, args.reps, span, span)
-        result = {"T1_us": t1 / 1e3, "T2_us": t2 / 1e3, "T3_us": t3 / 1e3, "T4_us": t4 / 1e3,
-                  "alpha_us": t2 / 1e3, "l_us": (t3 - t2) / n / 1e3,
-                  "beta_ns_per_byte": (t4 - t3) / span, "bandwidth_GBps": span / (t4 - t3)}
-    idle_barrier(comm)
-    pins, copies = {}, {}
-    for c in range(1, size):
-        idle_barrier(comm)
-        if 1 <= rank <= c:
-            pins[c] = probe(pid, mine, n, args.reps, 1, span)
-        idle_barrier(comm)
-        if 1 <= rank <= c:              # wall clock of the whole batch: CLOCK_MONOTONIC is
-            start = time.monotonic()    # one clock for every process of the machine
-            probe(pid, mine, n, args.reps, span, span)
-            copies[c] = (start, time.monotonic())
-        idle_barrier(comm)
-    gathered = comm.gather((pins, copies), root=0)
-    result = comm.bcast(result, root=1)
-    if rank != 0:
-        return None
-    t2 = result["T2_us"] * 1e3
-    pin = {c: np.mean([g[0][c] for g in gathered if c in g[0]]) for c in range(1, size)}
-    gamma = {c: (pin[c] - t2) / (pin[1] - t2) for c in pin}
-    throughput = {}                     # all bytes the c readers moved / the time they took
-    for c in range(1, size):
-        spans = [g[1][c] for g in gathered if c in g[1]]
-        wall = max(end for _, end in spans) - min(start for start, _ in spans)
-        throughput[c] = c * args.reps * span / wall / 1e9
-    best = max(throughput, key=throughput.get)
-    return {**result, "gamma": gamma, "throughput_GBps": throughput, "throttle": best}
+    """The model's terms for one kind of memory, on rank 0."""
+    size = comm.Get_size()
+    memory = (target_memory(kind, (size - 1) * args.pages * mmap.PAGESIZE)
+              if comm.Get_rank() == 0 else None)
+    return cma.measure(comm, memory, args.pages, args.reps, lambda: idle_barrier(comm))
 
 
 def thp_setting():

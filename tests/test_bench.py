@@ -311,3 +311,16 @@ def test_pencil_transposes_alternate_shapes_and_come_back():
             # (2 + 2 x 2 + 1 checked steps) x 4 transposes: mpi leaves a plan for each of the
             # 4 shapes, so only their first calls miss
             assert "cache hits 24 misses 4 (rank 0)" in line, line
+
+
+@pytest.mark.mpi
+def test_cma_model_measures_both_kinds_of_memory(tmp_path):
+    res = launch(3, ["-m", "papcoll.bench", "cma-model", "--pages", "16", "--reps", "20",
+                     "--out", tmp_path, "--name", "cm"], timeout=120)
+    assert res.returncode == 0, res.stdout[-4000:]
+    doc = json.loads((tmp_path / "cm.json").read_text())
+    assert doc["nprocs"] == 3 and doc["throttle"] in (1, 2)
+    for m in doc["memory"].values():              # 2 readers; the terms of the model, positive
+        assert m["gamma"] == {"1": 1.0, "2": m["gamma"]["2"]} and m["alpha_us"] > 0
+        assert m["T4_us"] > m["T3_us"] and m["beta_ns_per_byte"] > 0
+        assert set(m["throughput_GBps"]) == {"1", "2"}

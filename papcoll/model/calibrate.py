@@ -24,7 +24,7 @@ from .. import Communicator, native, topology
 from ..native import xport
 from ..progress import Deadline
 from ..transport import open_transport, transport_class
-from . import params
+from . import cma, params
 
 SETUP = 60.0                           # seconds any set-up collective may take
 SMALL, MID, BIG = 8, 64 << 10, 1 << 20
@@ -203,41 +203,19 @@ def flag_time(node, timeout):
 
 
 def cma_params(node, pages=64, reps=100):
-    """The CMA model's parameters (DESIGN.md): the other ranks of ``node`` read rank 0's
-    memory with process_vm_readv (native.cma_probe: a 1-byte local iovec copies one byte but
-    pins every remote page). On rank 0 (values, sources); None elsewhere."""
-    me, size = node.Get_rank(), node.Get_size()
-    span = pages * mmap.PAGESIZE
+    """The CMA model's parameters (DESIGN.md), measured as cma.py says: the other ranks of
+    ``node`` read rank 0's memory. On rank 0 (values, sources); None elsewhere."""
     memory = None
-    if me == 0:
+    if node.Get_rank() == 0:
         native.allow_ptrace_any()
-        memory = np.ones((size - 1) * span, np.uint8)
-    pid, base = node.bcast((os.getpid(), memory.ctypes.data) if me == 0 else None, root=0)
-    mine = base + (me - 1) * span
-
-    def probe(local, remote):
-        times = native.cma_probe(pid, mine, remote, reps=reps,
-                                 local=np.zeros(local, np.uint8) if local else None)
-        return float(np.median(times)) * 1e-9
-
-    first = None
-    if me == 1:
-        first = (probe(1, 1), probe(1, span), probe(span, span))
-    pins = {}
-    for c in range(1, size):
-        node.Barrier()
-        if 1 <= me <= c:
-            pins[c] = probe(1, span)
-    gathered = node.gather(pins, root=0)
-    first = node.bcast(first, root=1)
-    if me:
+        memory = np.ones((node.Get_size() - 1) * pages * mmap.PAGESIZE, np.uint8)
+    m = cma.measure(node, memory, pages, reps, node.Barrier)
+    if m is None:
         return None
-    del memory
-    t2, t3, t4 = first
-    pin = {c: np.mean([g[c] for g in gathered if c in g]) for c in range(1, size)}
-    gamma = [max(1e-3, (pin[c] - t2) / (pin[1] - t2)) for c in sorted(pin)]
-    return ({"cma_alpha": t2, "cma_l": (t3 - t2) / pages, "cma_beta": (t4 - t3) / span,
-             "cma_page": mmap.PAGESIZE, "cma_gamma": gamma},
+    gamma = [max(1e-3, float(m["gamma"][c])) for c in sorted(m["gamma"])]
+    return ({"cma_alpha": m["alpha_us"] * 1e-6, "cma_l": m["l_us"] * 1e-6,
+             "cma_beta": m["beta_ns_per_byte"] * 1e-9, "cma_page": mmap.PAGESIZE,
+             "cma_gamma": gamma},
             {"cma_alpha": "median process_vm_readv of 1 B local and remote",
              "cma_l": f"the same with {pages} remote pages, less it, per page",
              "cma_beta": f"{pages} pages both sides, less {pages} remote only, per byte",
