@@ -110,28 +110,52 @@ def mpi_link(pair, poll):
                       f"receiver {EAGER_DELAY * 1e3:.0f} ms late posted its Recv"})
 
 
-def net_link(pair, timeout):
-    """papcoll's transport between the pair's ranks: DATA puts with their notice, a ping-pong
-    on the notice words; on rank 0 (values, sources, the transport's poll cost)."""
+WHERE = {  # where a link's writes land: the memory papcoll's calls write into
+    "inbox": "the transport's own inbox (copy-based calls)",
+    "given": "an inbox in memory the caller gives (the hierarchical masters' node segment)",
+    "exposed": "a receive buffer the receiver exposed (zero-copy calls)"}
+
+
+def net_link(pair, timeout, where="inbox"):
+    """papcoll's transport between the pair's ranks, its writes landing ``where`` (WHERE):
+    DATA puts with their notice, a ping-pong on the notice words; on rank 0 (values, sources,
+    the transport's poll cost)."""
     me, other = pair.Get_rank(), 1 - pair.Get_rank()
-    t = open_transport(pair, BIG, Deadline(timeout), owner="model calibrate")
+    t = open_transport(pair, np.zeros(BIG, np.uint8) if where == "given" else BIG,
+                       Deadline(timeout), owner="model calibrate")
     try:
         x, boards = t.native, t.boards
         poll = best(x.poll, reps=2000, budget=0.1)
         seq = [0]
+        # g's batch: over MPI RMA a peer's puts stay in flight until it answers, and a call
+        # has at most 4 of them in flight per peer
+        batch = BATCH if where == "inbox" else 4
+        dest, at, rkey = xport.TO_INBOX, 0, 0
+        if where == "exposed":
+            exposed = np.zeros(BIG, np.uint8)
+            mine = t.expose(exposed)
+            dest = xport.TO_EXPOSED
+            at, rkey = pair.sendrecv((mine.address, mine.rkey), dest=other, source=other)
 
-        def one(nbytes, count=1, notice=True):
-            """Writes into the peer's inbox (with their DATA notice: one of the peer's few
-            posted receives each; without, none)."""
-            src = t.inbox[:nbytes]
+        source = np.ones(BIG, np.uint8)          # (not the inbox: MPICH's puts from inside
+                                                 # a window created over it did not complete)
+
+        def one(nbytes, count=1, notice=True, complete=where != "inbox"):
+            """Writes to the peer (with their DATA notice: one of the peer's few posted
+            receives each; without, none); ``complete``: waits until they are complete, as a
+            notice goes only once its data is complete at the peer, which over MPI RMA into
+            memory MPI did not allocate takes the peer's answer."""
+            src = source[:nbytes]
             key = t.source_key(src)
             for _ in range(count):
                 seq[0] += notice
-                rc = x.put(other, xport.TO_INBOX, 0, 0, src, key,
+                rc = x.put(other, dest, at, rkey, src, key,
                            xport.DATA if notice else -1, seq[0], 1)
                 if rc < 0:
                     raise OSError(-rc, f"model calibrate: a put failed ({os.strerror(-rc)})")
             x.flush()
+            if complete:
+                x.complete(timeout)
 
         def landed(s):
             limit = time.monotonic() + timeout
@@ -154,12 +178,16 @@ def net_link(pair, timeout):
             round_trip(nbytes)                  # the first registers the source
             times[nbytes] = best(lambda: round_trip(nbytes), reps, budget=1.0) / 2
         if me == 0:
-            o = best(lambda: one(SMALL, notice=False), reps=BATCH, budget=0.1)
-            x.complete(timeout)
+            posts = []
+            for _ in range(BATCH):                  # o: a post alone; its completion untimed
+                start = time.perf_counter()
+                one(SMALL, notice=False, complete=False)
+                posts.append(time.perf_counter() - start)
+                x.complete(timeout)
+            o = min(posts)
             start = time.perf_counter()
-            one(SMALL, BATCH, notice=False)
-            x.complete(timeout)
-            g = (time.perf_counter() - start) / BATCH
+            one(SMALL, batch, notice=False, complete=True)
+            g = (time.perf_counter() - start) / batch
         pair.Barrier()
         x.complete(timeout)
     finally:
@@ -167,12 +195,13 @@ def net_link(pair, timeout):
     if me:
         return None
     G = (times[BIG] - times[MID]) / (BIG - MID)
+    into = f" into {WHERE[where]}"
     return ({"L": max(0.0, times[SMALL] - o - SMALL * G - poll), "o": o, "g": max(o, g), "G": G},
-            {"L": f"half the least round trip of {SMALL} B DATA writes with notice (ping-pong "
-                  f"on the notice words), less o, its bytes and a poll",
-             "o": f"one {SMALL} B write's post and flush",
-             "g": f"{BATCH} such writes posted and complete, per write",
-             "G": f"one-way times of {MID} B and {BIG} B writes: the slope"}, poll)
+            {"L": f"half the least round trip of {SMALL} B DATA writes with notice{into} "
+                  f"(ping-pong on the notice words), less o, its bytes and a poll",
+             "o": f"one {SMALL} B write's post and flush{into}",
+             "g": f"{batch} such writes posted and complete, per write",
+             "G": f"one-way times of {MID} B and {BIG} B writes{into}: the slope"}, poll)
 
 
 def flag_time(node, timeout):
@@ -278,10 +307,12 @@ def main(argv):
             if kind == "flag":
                 flag = flag_time(pair, args.timeout)
             elif kind == "net":
-                result = net_link(pair, args.timeout)
-                if result:
-                    poll = result[2]
-                take(result and result[:2], "net_")
+                for where, prefix in (("inbox", "net_"), ("given", "net_given_"),
+                                      ("exposed", "net_exposed_")):
+                    result = net_link(pair, args.timeout, where)
+                    if result and where == "inbox":
+                        poll = result[2]
+                    take(result and result[:2], prefix)
             else:
                 take(mpi_link(pair, poll), kind + "_")
             pair.Free()
@@ -291,6 +322,8 @@ def main(argv):
     machine.Free()
     if rank == 0:
         values["poll"], sources["poll"] = poll, "the transport's poll that finds nothing, least"
+        values["copy_threshold"] = transport_class().copy_threshold
+        sources["copy_threshold"] = f"the {transport_class().name} transport's own (measured there)"
         values["flag"], sources["flag"] = flag, "half the least round trip of a flag (C waits)"
         values["cores"] = len(os.sched_getaffinity(0)) / len({topo.node_of[r] for r in zeros})
         sources["cores"] = "rank 0's CPUs over the nodes its machine holds"

@@ -12,9 +12,12 @@ The file is JSON: ``{"papcoll_model": 1, "machine": text, "params": {name: {"val
 import json
 from dataclasses import dataclass, field
 
-FORMAT = 1
+FORMAT = 2
 LINK = ("L", "o", "g", "G")
-LINKS = {"net": "papcoll's transport between processes (verbs or MPI RMA), per message",
+LINKS = {"net": "papcoll's transport between processes (verbs or MPI RMA), per message, into "
+                "its own inbox",
+         "net_given": "the same into an inbox the caller gives (the hierarchical masters')",
+         "net_exposed": "the same into a receive buffer the receiver exposed (zero-copy)",
          "mpi_inter": "MPI's point-to-point between nodes",
          "mpi_intra": "MPI's point-to-point inside a node"}
 SCALARS = {
@@ -30,6 +33,8 @@ SCALARS = {
     "cma_beta": "CMA: seconds per byte copied",
     "cma_l": "CMA: lock and pin one page",
     "cma_page": "CMA: page size",
+    "copy_threshold": "pap_direct's largest copy-based block on this transport (papcoll caps it "
+                      "by the inbox's size)",
     "mpi_inter_eager": "MPI between nodes: the largest message sent eagerly",
     "mpi_intra_eager": "MPI inside a node: the largest message sent eagerly",
 }

@@ -8,10 +8,10 @@ deadline); the staging ring's waits for completions (writes up to 8 KiB are copi
 over verbs); the hierarchical algorithms' rounds of pieces (one round up to the board's slot);
 and the PAP order in which a process writes to peers it has not seen (successors first).
 """
+from ..algorithms.pap_direct import INBOX_LIMIT
 from .sim import Cpu, Poll, Put, Signal, Wait
 
 ADVERT_BYTES = 40          # an advert record (native/papcoll_xport.h: struct pc_advert)
-COPY_THRESHOLD = 64 << 10  # pap_direct's copy-based scheme up to this over verbs (verbs.py)
 
 
 def shape(nodes, ppn, size=None):
@@ -31,7 +31,8 @@ class Call:
         self.size = sum(map(len, nodes))
         self.weight, self.total = weight, total or self.size
         self.node_of = {r: i for i, ranks in enumerate(nodes) for r in ranks}
-        self.net = machine.link("net")
+        self.net, self.given, self.exposed = (machine.link(k) for k in
+                                              ("net", "net_given", "net_exposed"))
 
     def w(self, p, q):
         """The messages one from p to q stands for."""
@@ -86,7 +87,7 @@ def pap_direct_zcopy(c, p, step_order=False):
             yield Wait((("advert", ready[0]),))
         for q in ready:
             unsent.remove(q)
-            yield Put(q, c.block, _data(p), c.net, c.w(p, q))
+            yield Put(q, c.block, _data(p), c.exposed, c.w(p, q))
         if unsent and not step_order:
             k = yield Wait(tuple(("advert", q) for q in unsent) + tuple(left), any=True)
             left.discard(k)
@@ -99,7 +100,10 @@ def direct(c, p):
 
 
 def pap_direct(c, p):
-    return (pap_direct_copy if c.block <= COPY_THRESHOLD else pap_direct_zcopy)(c, p)
+    """Copy-based up to the transport's threshold, capped as papcoll caps it by the inbox's
+    size (algorithms/pap_direct.py)."""
+    copy = c.block <= min(c.m.copy_threshold, INBOX_LIMIT // (2 * c.total))
+    return (pap_direct_copy if copy else pap_direct_zcopy)(c, p)
 
 
 def _gather(c, p):
@@ -142,7 +146,7 @@ def hierarchical(c, p, pap=True, staged=False):
             seen = [k[1] for k in (yield Poll(tuple(sorted(aggs))))] if pap else []
             for j in seen + [j for j in others if j not in seen]:
                 yield Put(c.nodes[j][0], len(local) * len(c.nodes[j]) * c.block, ("agg", node),
-                          c.net, c.weight)
+                          c.given, c.weight)
             sent = True
             continue
         if staged and not left and landed:          # the paper, after my writes: copy, flag
