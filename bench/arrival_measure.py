@@ -7,13 +7,13 @@ import time
 import numpy as np
 
 from papcoll.errors import AlgorithmError
+from papcoll.progress import idle_barrier
 from papcoll.trace import phase_times
 
 PINGPONGS = 40          # measured repetitions for t_msg, after PINGPONG_WARMUP unmeasured ones
 PINGPONG_WARMUP = 5
 CLOCK_PINGPONGS = 50    # per rank, for its clock offset
 SPIN_TAIL = 50e-6       # sleep() overshoots by up to the timer slack (50 us): spin that part
-IDLE_POLL = 2e-4        # how often ranks with nothing to do check whether they may go on
 T_MSG_METHOD = (f"min over {PINGPONGS} ping-pongs of one block between rank 0 and rank {{peer}} of "
                 f"half the round trip (local copy when N=1), broadcast from rank 0")
 CLOCK_METHOD = (f"offset to rank 0 from {CLOCK_PINGPONGS} ping-pongs per rank: the one with the "
@@ -75,14 +75,6 @@ def turn_order(nalgorithms, iteration):
 
 
 # ---- measuring (collective) ----------------------------------------------------------------
-
-def idle_barrier(comm):
-    """A barrier waited in asleep: ranks with nothing to do during a ping-pong must not take the
-    cores the two measuring ranks need (there may be more ranks than cores)."""
-    request = comm.Ibarrier()
-    while not request.Test():
-        time.sleep(IDLE_POLL)
-
 
 def wait(seconds, spin):
     """Wait ``seconds`` from now: asleep (spinning only the tail sleep could overshoot) or busy."""

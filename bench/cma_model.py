@@ -16,8 +16,8 @@ from mpi4py import MPI
 
 from papcoll import native
 from papcoll.model import cma
+from papcoll.progress import idle_barrier
 
-from .arrival_measure import idle_barrier
 
 THP = "/sys/kernel/mm/transparent_hugepage/enabled"
 

@@ -22,6 +22,16 @@ _MAX_SLEEP = 100e-6   # seconds; bounds the latency added when a peer finally sh
 CHECK_EVERY = 1e-3    # seconds between a wait's checks that awaited peers are still coming
 
 
+def idle_barrier(comm, poll=2e-4):
+    """A barrier waited in asleep, for the measuring tools (the model's calibration, the
+    benchmarks): ranks with nothing to do must not take the cores the measuring ranks need
+    (there may be more ranks than cores). MPI's own wait: not bounded, as the tools' MPI calls
+    are not."""
+    request = comm.Ibarrier()
+    while not request.Test():
+        time.sleep(poll)
+
+
 class Deadline:
     """A point in time, ``timeout`` seconds from now."""
 

@@ -22,7 +22,7 @@ from mpi4py import MPI
 
 from .. import Communicator, native, topology
 from ..native import xport
-from ..progress import Deadline
+from ..progress import Deadline, idle_barrier
 from ..transport import open_transport, transport_class
 from . import cma, params
 
@@ -238,7 +238,7 @@ def cma_params(node, pages=64, reps=100):
     if node.Get_rank() == 0:
         native.allow_ptrace_any()
         memory = np.ones((node.Get_size() - 1) * pages * mmap.PAGESIZE, np.uint8)
-    m = cma.measure(node, memory, pages, reps, node.Barrier)
+    m = cma.measure(node, memory, pages, reps, lambda: idle_barrier(node))
     if m is None:
         return None
     gamma = [max(1e-3, float(m["gamma"][c])) for c in sorted(m["gamma"])]
@@ -316,12 +316,14 @@ def main(argv):
             else:
                 take(mpi_link(pair, poll), kind + "_")
             pair.Free()
-        comm.Barrier()
+        idle_barrier(comm)          # asleep: the next pair's measurement needs the cores
     if rank in zeros:
         take(cma_params(machine))
     machine.Free()
     if rank == 0:
         values["poll"], sources["poll"] = poll, "the transport's poll that finds nothing, least"
+        values["net_shared"] = int(transport_class().name == "mpi-rma" and far in zeros)
+        sources["net_shared"] = "the transport, and whether the far partner is on rank 0's machine"
         values["copy_threshold"] = transport_class().copy_threshold
         sources["copy_threshold"] = f"the {transport_class().name} transport's own (measured there)"
         values["flag"], sources["flag"] = flag, "half the least round trip of a flag (C waits)"
@@ -330,7 +332,7 @@ def main(argv):
         about = (f"{MPI.Get_library_version().splitlines()[0].strip()}; {size} processes as "
                  f"{len(topo.nodes)} x {topo.ppn}{' (emulated)' if topo.emulated else ''}, "
                  f"transport {transport_class().name}; "
-                 f"calibrated in {time.monotonic() - started:.0f} s")
+                 f"calibrated in {time.monotonic() - started:.1f} s")
         params.save(params.make(about, sources, **values), args.out)
         print(f"model calibrate: {args.out}: {about}")
         for k in params.NAMES:

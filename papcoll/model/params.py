@@ -33,6 +33,8 @@ SCALARS = {
     "cma_beta": "CMA: seconds per byte copied",
     "cma_l": "CMA: lock and pin one page",
     "cma_page": "CMA: page size",
+    "net_shared": "1 where papcoll's writes are copies by the writer's CPU (MPI RMA between "
+                  "processes of one machine, as MPICH makes them), 0 where a NIC moves them",
     "copy_threshold": "pap_direct's largest copy-based block on this transport (papcoll caps it "
                       "by the inbox's size)",
     "mpi_inter_eager": "MPI between nodes: the largest message sent eagerly",
@@ -74,7 +76,8 @@ class Machine:
     def link(self, kind):
         v = self.values
         return Link(*(v[f"{kind}_{p}"] for p in LINK),
-                    eager=v.get(f"{kind}_eager", float("inf")), shared=kind == "mpi_intra")
+                    eager=v.get(f"{kind}_eager", float("inf")),
+                    shared=kind == "mpi_intra" or kind.startswith("net") and bool(v["net_shared"]))
 
     def copy(self, nbytes):
         return self.copy_o + nbytes * self.copy_G if nbytes else 0.0
