@@ -281,3 +281,16 @@ def test_the_paper_comparison_runs_on_the_papers_machine():
         assert all(us > floor for us in cell["us"].values())
     assert [c["claim"] for c in doc["claims"]][:4] == [
         f"{name} over MVAPICH, {size} B, MIF {mif}" for mif, name, size, _ in paper.RATIOS]
+
+
+def test_a_copy_slows_with_the_memory_its_call_touches():
+    """copy_G by footprint: the nearest measured one outside them, log-linear between."""
+    m = params.make(**{**VALUES, "copy_G": [[1000, 0.001], [100000, 0.002]]})
+    assert m.copy(100, 10) == pytest.approx(0.5 + 0.1)
+    assert m.copy(100, 10000) == pytest.approx(0.5 + 0.15)      # halfway, in log
+    assert m.copy(100, 10 ** 6) == pytest.approx(0.5 + 0.2)
+    c = protocols.Call(m, protocols.shape(2, 1), 5000)           # touches 2 x 2 x 5000 B
+    assert c.copy().seconds == pytest.approx(m.copy(5000, 20000))
+    for bad in ([[1000, 0.001], [1000, 0.002]], [[0, 0.001]], [[1000]]):
+        with pytest.raises(params.ParamsError, match="copy_G"):
+            params.make(**{**VALUES, "copy_G": bad})

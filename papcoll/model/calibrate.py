@@ -28,6 +28,7 @@ from . import cma, params
 
 SETUP = 60.0                           # seconds any set-up collective may take
 SMALL, MID, BIG = 8, 64 << 10, 1 << 20
+COPIES = [1 << 20, 4 << 20, 16 << 20, 64 << 20]   # copy_G's sizes: from the caches to memory
 EAGER_SIZES = [1 << k for k in range(10, 21)]
 BATCH = 16                             # writes in a row: the peer's receives and my queue allow
 EAGER_DELAY = 5e-3                     # the receiver's delay that shows a send waiting for it
@@ -254,20 +255,24 @@ def cma_params(node, pages=64, reps=100):
 
 def local_params():
     """What rank 0 measures alone: copies, entries."""
-    a, b = np.ones(BIG, np.uint8), np.zeros(BIG, np.uint8)
+    a, b = np.ones(COPIES[-1], np.uint8), np.zeros(COPIES[-1], np.uint8)
     t0 = best(lambda: np.copyto(b[:0], a[:0]), reps=2000, budget=0.1)
     t8 = best(lambda: np.copyto(b[:SMALL], a[:SMALL]), reps=2000, budget=0.1)
-    t1m = best(lambda: np.copyto(b, a), reps=200, budget=0.3)
+    table = []                   # a copy of n bytes from one buffer into another touches 2 n
+    for n in COPIES:
+        tn = best(lambda: np.copyto(b[:n], a[:n]), reps=200 if n <= BIG else 5, budget=0.3)
+        table.append([2 * n, (tn - t8) / (n - SMALL)])
     s, r = np.ones(SMALL, np.uint8), np.zeros(SMALL, np.uint8)
     with Communicator(MPI.COMM_SELF) as mine:
         mine.Alltoall(s, r)
         entry = best(lambda: mine.Alltoall(s, r), reps=2000, budget=0.2)
     mpi_entry = best(lambda: MPI.COMM_SELF.Alltoall(s, r), reps=2000, budget=0.2)
     copy_o = max(0.0, t8 - t0)
-    return ({"copy_o": copy_o, "copy_G": (t1m - t8) / (BIG - SMALL),
+    return ({"copy_o": copy_o, "copy_G": table,
              "entry": max(0.0, entry - t8), "mpi_entry": max(0.0, mpi_entry - t8)},
             {"copy_o": f"np.copyto of {SMALL} B less one of 0 B (numpy's own call)",
-             "copy_G": f"np.copyto of 1 MiB and of {SMALL} B: the slope",
+             "copy_G": f"np.copyto of {SMALL} B and of 1, 4, 16 and 64 MiB, again and again: "
+                       f"the slope, by the 2 n bytes a copy of n touches",
              "entry": f"papcoll's Alltoall of {SMALL} B on one process, less an {SMALL} B copy",
              "mpi_entry": f"mpi4py's MPI_Alltoall of {SMALL} B on one process, less its copy"})
 

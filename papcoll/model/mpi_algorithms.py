@@ -40,12 +40,12 @@ def exchange(c, p, sends, recvs, count=None):
             yield put(q, 0, ("cts", p, tag))
             todo[("m", q, tag)] = ("landed", q, n, tag)
         elif what == "recv":                   # out of the eager buffer
-            yield Cpu(c.m.copy(n) * (c.w(p, q) if count is None else count))
+            yield Cpu(c.m.copy(n, c.footprint) * (c.w(p, q) if count is None else count))
 
 
 def _begin(c, p):
     yield Cpu(c.m.mpi_entry)
-    yield Cpu(c.m.copy(c.block))               # my own block
+    yield Cpu(c.m.copy(c.block, c.footprint))               # my own block
 
 
 def pairwise(c, p, xor=True):
@@ -84,16 +84,16 @@ def bruck(c, p):
     place; an inverse rotation (2 N blocks copied)."""
     yield Cpu(c.m.mpi_entry)
     n, total = c.block, c.total
-    yield Cpu(c.m.copy(total * n))
+    yield Cpu(c.m.copy(total * n, c.footprint))
     k = 1
     while k < total:
         count = sum(1 for i in range(total) if i & k) if total < 1 << 16 else total // 2
-        yield Cpu(c.m.copy(count * n))
+        yield Cpu(c.m.copy(count * n, c.footprint))
         d = _distance(c, k)
         yield from exchange(c, p, [((p + d) % c.size, count * n, k)],
                             [((p - d) % c.size, count * n, k)], count=1)
         k <<= 1
-    yield Cpu(c.m.copy(2 * total * n))
+    yield Cpu(c.m.copy(2 * total * n, c.footprint))
 
 
 def _distance(c, k):

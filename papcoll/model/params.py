@@ -10,6 +10,7 @@ The file is JSON: ``{"papcoll_model": 1, "machine": text, "params": {name: {"val
 "source": text}}}``, names as in :data:`NAMES` (a link's with its prefix, ``net_L``).
 """
 import json
+import math
 from dataclasses import dataclass, field
 
 FORMAT = 2
@@ -28,7 +29,9 @@ SCALARS = {
     "poll": "one poll of the transport that finds nothing",
     "flag": "a store on one core until another core's poll sees it",
     "copy_o": "a memcpy's fixed cost",
-    "copy_G": "a memcpy's seconds per byte (the node's copy bandwidth, one core)",
+    "copy_G": "a memcpy's seconds per byte (the node's copy bandwidth, one core): one figure, or "
+              "[footprint bytes, seconds per byte] pairs by the memory a process's call touches "
+              "(caches)",
     "cma_alpha": "CMA: syscall and access check",
     "cma_beta": "CMA: seconds per byte copied",
     "cma_l": "CMA: lock and pin one page",
@@ -79,8 +82,22 @@ class Machine:
                     eager=v.get(f"{kind}_eager", float("inf")),
                     shared=kind == "mpi_intra" or kind.startswith("net") and bool(v["net_shared"]))
 
-    def copy(self, nbytes):
-        return self.copy_o + nbytes * self.copy_G if nbytes else 0.0
+    def copy(self, nbytes, footprint=0):
+        """A memcpy of ``nbytes`` in a call whose process touches ``footprint`` bytes."""
+        return self.copy_o + nbytes * self.copy_g(footprint) if nbytes else 0.0
+
+    def copy_g(self, footprint):
+        """copy_G where a process touches ``footprint`` bytes: between two measured
+        footprints, log-linear; outside them, the nearest."""
+        table = self.copy_G
+        if not isinstance(table, list):
+            return table
+        if footprint <= table[0][0]:
+            return table[0][1]
+        for (f0, g0), (f1, g1) in zip(table, table[1:]):
+            if footprint <= f1:
+                return g0 + (g1 - g0) * math.log(footprint / f0) / math.log(f1 / f0)
+        return table[-1][1]
 
     def cma(self, nbytes, readers=1):
         """One CMA read of ``nbytes`` while ``readers`` read the same process: the CMA model
@@ -108,11 +125,21 @@ def make(about="", sources=None, **values):
         raise ParamsError(f"unknown parameters: {', '.join(unknown)}")
     for k, v in values.items():
         ok = (isinstance(v, list) and v and all(isinstance(x, (int, float)) and x > 0 for x in v)
-              if k == "cma_gamma" else isinstance(v, (int, float)) and not isinstance(v, bool)
+              if k == "cma_gamma" else _footprints(v)
+              if k == "copy_G" and isinstance(v, list) else
+              isinstance(v, (int, float)) and not isinstance(v, bool)
               and v >= 0 and (k != "cma_page" or v >= 1) and (k != "cores" or v > 0))
         if not ok:
             raise ParamsError(f"parameter {k}: {v!r} is not a valid value")
     return Machine(dict(values), dict(sources or {}), about)
+
+
+def _footprints(table):
+    """A copy_G table: [footprint, seconds per byte] pairs, footprints rising from 1."""
+    return bool(table) and all(
+        isinstance(x, list) and len(x) == 2 and all(isinstance(y, (int, float)) for y in x)
+        and x[0] >= 1 and x[1] >= 0 for x in table) and all(
+        a[0] < b[0] for a, b in zip(table, table[1:]))
 
 
 def load(path):

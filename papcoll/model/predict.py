@@ -20,7 +20,7 @@ def t_msg(machine, nodes, block):
     """The benchmark's unit of delay: one block's one-way time between rank 0 and rank 1 by
     MPI point-to-point (half a ping-pong's round trip); a local copy when N = 1."""
     if sum(map(len, nodes)) == 1:
-        return machine.copy(block)
+        return machine.copy(block, 2 * block)
     link = machine.link("mpi_intra" if 1 in nodes[0] else "mpi_inter")
     return link.o + link.wire(block) + machine.poll
 

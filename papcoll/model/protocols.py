@@ -31,6 +31,7 @@ class Call:
         self.size = sum(map(len, nodes))
         self.weight, self.total = weight, total or self.size
         self.node_of = {r: i for i, ranks in enumerate(nodes) for r in ranks}
+        self.footprint = 2 * self.total * block    # a process's send and receive buffers
         self.net, self.given, self.exposed = (machine.link(k) for k in
                                               ("net", "net_given", "net_exposed"))
 
@@ -47,7 +48,7 @@ class Call:
 
     def copy(self, blocks=1, count=1):
         """``count`` copies of ``blocks`` blocks each."""
-        return Cpu(count * self.m.copy(blocks * self.block))
+        return Cpu(count * self.m.copy(blocks * self.block, self.footprint))
 
 
 def _data(q):
