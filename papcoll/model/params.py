@@ -6,7 +6,7 @@ fitted to the times the model predicts. Times are in seconds, sizes in bytes. A 
 two messages leaving one node's NIC, ``G`` seconds per byte; MPI's point-to-point adds its
 ``eager`` limit (larger messages wait for the receiver: rendezvous).
 
-The file is JSON: ``{"papcoll_model": 1, "machine": text, "params": {name: {"value": v,
+The file is JSON: ``{"papcoll_model": 2, "machine": text, "params": {name: {"value": v,
 "source": text}}}``, names as in :data:`NAMES` (a link's with its prefix, ``net_L``).
 """
 import json
