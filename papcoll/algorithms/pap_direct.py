@@ -38,10 +38,16 @@ INBOX_LIMIT = 64 << 20   # bytes of inbox (2 banks x N slots) a process may hold
 MAX_INBOX = 1 << 30      # ... and at most, whatever PAPCOLL_COPY_THRESHOLD says
 
 
+def capped(threshold, size):
+    """A transport's copy ``threshold`` as the default caps it for ``size`` processes: the
+    inbox (2 banks x ``size`` slots) within INBOX_LIMIT (the model takes it too)."""
+    return min(threshold, INBOX_LIMIT // (2 * size))
+
+
 def copy_threshold(transport, size):
     chosen = config.copy_threshold()
     if chosen is None:
-        return min(transport.copy_threshold, INBOX_LIMIT // (2 * size))
+        return capped(transport.copy_threshold, size)
     if 2 * size * chosen > MAX_INBOX:
         raise ConfigError(f"PAPCOLL_COPY_THRESHOLD={chosen}: the inbox (2 banks x {size} slots of "
                           f"it) would take {2 * size * chosen} bytes; at most {MAX_INBOX}, so at "

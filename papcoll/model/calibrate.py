@@ -327,16 +327,17 @@ def main(argv):
     machine.Free()
     if rank == 0:
         values["poll"], sources["poll"] = poll, "the transport's poll that finds nothing, least"
-        values["net_shared"] = int(transport_class().name == "mpi-rma" and far in zeros)
+        transport = transport_class()
+        values["net_shared"] = int(transport.name == "mpi-rma" and far in zeros)
         sources["net_shared"] = "the transport, and whether the far partner is on rank 0's machine"
-        values["copy_threshold"] = transport_class().copy_threshold
-        sources["copy_threshold"] = f"the {transport_class().name} transport's own (measured there)"
+        values["copy_threshold"] = transport.copy_threshold
+        sources["copy_threshold"] = f"the {transport.name} transport's own (measured there)"
         values["flag"], sources["flag"] = flag, "half the least round trip of a flag (C waits)"
         values["cores"] = len(os.sched_getaffinity(0)) / len({topo.node_of[r] for r in zeros})
         sources["cores"] = "rank 0's CPUs over the nodes its machine holds"
         about = (f"{MPI.Get_library_version().splitlines()[0].strip()}; {size} processes as "
                  f"{len(topo.nodes)} x {topo.ppn}{' (emulated)' if topo.emulated else ''}, "
-                 f"transport {transport_class().name}; "
+                 f"transport {transport.name}; "
                  f"calibrated in {time.monotonic() - started:.1f} s")
         params.save(params.make(about, sources, **values), args.out)
         print(f"model calibrate: {args.out}: {about}")
