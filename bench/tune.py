@@ -11,6 +11,14 @@ bounded halfway (geometrically) between the sizes measured. Each row names the s
 measured on, the machine and the command, and serves only that shape (algorithms/policy.py);
 rows of other shapes already in the file are kept, so one file holds several runs. A file
 there that is not a tuning file is left alone, unless ``--replace`` says to replace it.
+
+With ``--model PARAMS`` it measures nothing and needs no mpiexec: for each ``--nodes`` x
+``--ppn`` the performance model (papcoll/model, docs/model.md) predicts every algorithm on the
+machine those parameters describe, the winners are chosen by the same rule, and the rows say
+``"predicted": true``. A measured row always wins over a predicted one: a shape that has
+measured rows in the file keeps them (the predicted are not written), a later measured run of
+a shape replaces its predicted rows, and the policy drops predicted rows wherever a measured
+row names the shape (policy.in_force).
 """
 import argparse
 import datetime
@@ -58,6 +66,18 @@ def add_arguments(parser):
                         help="replace the file even where it is not a tuning file (without "
                              "it, tune refuses to touch such a file)")
     parser.add_argument("--seed", type=int, default=1, help="seed of the delays (default 1)")
+    model = parser.add_argument_group("predicted rows (no mpiexec, nothing measured)")
+    model.add_argument("--model", type=Path, metavar="PARAMS",
+                       help="write rows the model predicts on these machine parameters "
+                            "(python -m papcoll model calibrate writes them)")
+    model.add_argument("--nodes", type=comma_list(integer(2)), help="nodes of each shape")
+    model.add_argument("--ppn", type=comma_list(integer(1)), help="processes per node")
+    model.add_argument("--library", choices=("mpich", "openmpi"), default="mpich",
+                       help="the MPI whose alltoall the model compares with (default mpich)")
+    model.add_argument("--transport", choices=sorted(transport.TRANSPORTS), default="verbs",
+                       help="papcoll's transport between the nodes (default verbs)")
+    model.add_argument("--calls", type=integer(1), default=5,
+                       help="simulated calls per cell (default 5)")
 
 
 def options(args):
@@ -141,6 +161,52 @@ def tune_shape(comm, args, progress_on):
     return table_rows(chosen, opts.sizes, shape, measured)
 
 
+def predicted_rows(args):
+    """The rows the model predicts for each --nodes x --ppn (see the module's docstring)."""
+    from papcoll.model import params, scale
+    machine = params.load(args.model)
+    sizes = args.sizes or (QUICK_SIZES if args.quick else SIZES)
+    library = {"mpich": "MPICH", "openmpi": "Open MPI"}[args.library]
+    rows = []
+    for nodes in args.nodes:
+        for ppn in args.ppn:
+            print(f"tune: predicting {nodes} x {ppn} on {args.model}", flush=True)
+            cells = scale.shape_rows(machine, nodes, ppn, sizes, args.mif, args.calls,
+                                     args.library, args.seed)
+            mpi = {(c["size"], c["mif"]): c["us"] for c in cells if c["algorithm"] == "mpi"}
+            cells = [{**c, "avg_us": c["us"], "ratio_vs_mpi": c["us"] / mpi[c["size"], c["mif"]]}
+                     for c in cells]
+            chosen = winners(cells, sizes, args.mif)
+            said = (f"predicted by the model on {args.model.name} ({machine.about}), "
+                    f"{args.calls} simulated calls a cell, MIF {','.join(map(str, args.mif))}, "
+                    f"{datetime.date.today()}: "
+                    f"{shlex.join(['python', '-m', 'papcoll', *sys.argv[1:]])}")
+            shape = (nodes * ppn, nodes, ppn, args.transport, library, False)
+            rows += [{**row, "predicted": True}
+                     for row in table_rows(chosen, sizes, shape, said)]
+    return rows
+
+
+def run_model(args):
+    """tune --model: predicted rows, written as measured ones are."""
+    from papcoll.model.params import ParamsError
+    out = args.out or Path(os.environ.get("PAPCOLL_TUNING_FILE") or policy.DEFAULT_FILE)
+    why = ("tune --model needs --nodes and --ppn: the shapes to predict"
+           if not (args.nodes and args.ppn) else None if args.replace else refusal(out))
+    if not why:
+        try:
+            rows = predicted_rows(args)
+            write(out, rows, args.replace)
+        except (ParamsError, ConfigError) as err:
+            why = f"tune: {err}"
+    if why:
+        print(why, file=sys.stderr, flush=True)
+        return 2
+    print(f"tune: wrote the predicted rows to {out} (python -m papcoll info shows the table "
+          f"in force)", flush=True)
+    return 0
+
+
 def refusal(path):
     """Why tune must not overwrite ``path``: it exists and is not a tuning file that loads (a
     user's notes, another program's JSON); None where it is absent or a tuning file."""
@@ -165,9 +231,16 @@ def write(path, rows, replace=False):
     if why:
         print(f"tune: {path} was not a tuning file: replaced (--replace)", file=sys.stderr)
     elif path.exists():
+        old = json.loads(path.read_text())["rows"]
+        measured = {tuple(row.get(k) for k in SHAPE) for row in old if not row.get("predicted")}
+        skipped = {tuple(row.get(k) for k in SHAPE) for row in rows if row.get("predicted")} \
+            & measured
+        for shape in sorted(skipped, key=str):
+            print(f"tune: {dict(zip(SHAPE, shape))} has measured rows in {path}: its predicted "
+                  f"rows are not written (a measured row wins)", file=sys.stderr)
+        rows = [row for row in rows if tuple(row.get(k) for k in SHAPE) not in skipped]
         shapes = {tuple(row.get(k) for k in SHAPE) for row in rows}
-        kept = [row for row in json.loads(path.read_text())["rows"]
-                if tuple(row.get(k) for k in SHAPE) not in shapes]
+        kept = [row for row in old if tuple(row.get(k) for k in SHAPE) not in shapes]
     text = json.dumps({"about": "papcoll's tuning file, written by python -m papcoll tune: "
                                 "rows tried before the shipped table's, each only for the "
                                 "shape it names (papcoll/algorithms/policy.py)",
@@ -180,6 +253,8 @@ def write(path, rows, replace=False):
 
 
 def run(args):
+    if args.model:
+        return run_model(args)
     comm = MPI.COMM_WORLD
     rank = comm.Get_rank()
     out = args.out or Path(os.environ.get("PAPCOLL_TUNING_FILE") or policy.DEFAULT_FILE)

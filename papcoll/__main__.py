@@ -25,7 +25,7 @@ def _shape(row):
         ("N", row.processes), ("nodes", row.nodes), ("ppn", row.ppn),
         ("transport", row.transport), ("library", row.library),
         ("emulated", row.emulated)) if value is not None]
-    return f"  only {' '.join(said)}" if said else ""
+    return (f"  only {' '.join(said)}" if said else "") + ("  (predicted)" if row.predicted else "")
 
 
 def info():

@@ -80,8 +80,8 @@ class Context:
             _sweep([value[1] for value in met.values()])
             self.settings = self.agree({rank: value[2] for rank, value in met.items()},
                                        {rank: value[4] for rank, value in met.items()})
-            self.table = tuning.rows + policy.TABLE    # the tuned rows first (policy.py)
             self.topology = topology.discover(self.comm, deadline, self.node_size)
+            self.table = policy.in_force(tuning.rows + policy.TABLE, self)  # tuned rows first
             if self.size > 1:
                 self.node = NodeBoard(self.comm, self.topology.local, deadline)
                 rendezvous.locate(self.comm, far, self.node)

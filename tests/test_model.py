@@ -186,11 +186,50 @@ def test_validate_compares_each_measured_cell_with_its_own_prediction(tmp_path, 
     out = capsys.readouterr().out
     assert f"{len(rows) + len(auto)} cells: 100% within 25%" in out
     assert "best algorithm named in 4 of 4 blocks" in out
+    assert "median error of a time over MPI's in the same block: 0%" in out
     for r in result["results"]:
         r["avg_us"] *= 2
     (tmp_path / "r.json").write_text(json.dumps(result))
     validate.main(["--params", str(tmp_path / "m.json"), "--calls", "4", str(tmp_path / "r.json")])
-    assert "cells: 0% within 25%" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "cells: 0% within 25%" in out        # every time off by 2, every comparison right
+    assert "median error of a time over MPI's in the same block: 0%" in out
+    for r in result["results"]:
+        r["avg_us"] *= 1 if r["algorithm"] == "mpi" else 2
+    (tmp_path / "r.json").write_text(json.dumps(result))
+    validate.main(["--params", str(tmp_path / "m.json"), "--calls", "4", str(tmp_path / "r.json")])
+    assert "same block: 50%" in capsys.readouterr().out   # predicted x over MPI, measured 2x
+
+
+def test_scale_names_each_cells_best_and_how_far_ahead_it_is():
+    from papcoll.model import scale
+    rows = [{"size": 8, "mif": 1, "algorithm": a, "us": t}
+            for a, t in (("mpi", 20.0), ("pap_direct", 12.0), ("pap_shm_direct", 10.0))]
+    cell, = scale.cells(rows, 0.1)
+    assert (cell["best"], cell["runner_up"], cell["mpi_us"]) == ("pap_shm_direct", "pap_direct", 20)
+    assert cell["ahead"] == pytest.approx(1.2) and cell["hierarchical"] == pytest.approx(0.5)
+    assert cell["firm"] and not scale.cells(rows, 0.3)[0]["firm"]   # 20 % ahead, 30 % error
+
+
+def test_scale_predicts_every_shape_aggregated_above_128_processes(tmp_path):
+    from papcoll.model import aggregate, scale
+    params.save(M, tmp_path / "m.json")
+    res = subprocess.run([sys.executable, "-m", "papcoll", "model", "scale", "--params",
+                          str(tmp_path / "m.json"), "--shapes", "2x2,40x4", "--sizes", "8,8K",
+                          "--mif", "1,32", "--calls", "2", "--error", "0.2", "--json",
+                          str(tmp_path / "s.json")], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert "# 40 x 4 (160 processes)" in res.stdout and "firm: the best ahead by more than 20%" \
+        in res.stdout
+    cells = json.loads((tmp_path / "s.json").read_text())["cells"]
+    assert [(c["nodes"], c["ppn"], c["size"], c["mif"]) for c in cells] == [
+        (n, q, s, m) for n, q in ((2, 2), (40, 4)) for s in (8, 8192) for m in (1, 32)]
+    for c in cells:
+        assert c["best"] == min(c["times"], key=c["times"].get) and "mpi" in c["times"]
+    # the big shape is the aggregated simulation's, as predict gives it by default
+    big = scale.shape_rows(M, 40, 4, [8], [1], calls=2)
+    assert aggregate.default(40, 4) and aggregate.default(2, 2) is None
+    assert {r["algorithm"]: r["us"] for r in big} == pytest.approx(cells[4]["times"])
 
 
 def test_a_message_standing_for_several_costs_them_all_and_lands_with_the_last():

@@ -87,6 +87,21 @@ def test_the_hierarchical_row_serves_the_shape_it_won_on(monkeypatch, transport,
     assert policy.choose(fake_ctx(nodes, True, emulated=False), block) == chosen
 
 
+def test_a_measured_row_of_the_shape_wins_over_a_predicted_one():
+    shape = dict(topology="any", processes=4, nodes=2, ppn=2, emulated=False)
+    predicted = policy.Row(algorithm="pap_shm_direct", measured="model", predicted=True, **shape)
+    elsewhere = policy.Row(algorithm="mpi", measured="a 4 x 1 run", topology="any", processes=4,
+                           nodes=4, ppn=1)
+    measured = policy.Row(algorithm="direct", measured="a 2 x 2 run", **shape)
+    ctx = fake_ctx([2, 2], False, emulated=False)
+    ctx.table = policy.in_force((predicted, elsewhere) + policy.TABLE, ctx)
+    assert policy.choose(ctx, 8) == "pap_shm_direct"      # the model beats the general rows
+    ctx.table = policy.in_force((predicted, measured) + policy.TABLE, ctx)
+    assert predicted not in ctx.table and policy.choose(ctx, 8) == "direct"
+    other = fake_ctx([1, 1, 1, 1], False, emulated=False)   # another shape keeps its rows
+    assert policy.in_force((predicted, measured), other) == (predicted, measured)
+
+
 @pytest.mark.parametrize("block,chosen", [(8, "mpi"), (2 << 10, "mpi"), (4 << 10, "mpi"),
                                           (8 << 10, "pap_direct"), (64 << 10, "pap_direct")])
 def test_the_rows_measured_on_real_nodes_leave_emulated_ones_to_the_general_rows(
@@ -149,6 +164,8 @@ def test_the_library_is_named_as_rows_name_it():
      r"row 0, field 'library': 'LAM' is not one of"),
     ('[{"topology": "any", "algorithm": "mpi", "measured": "", "emulated": "no"}]',
      r"row 0, field 'emulated': wants true or false"),
+    ('[{"topology": "any", "algorithm": "mpi", "measured": "", "predicted": 1}]',
+     r"row 0, field 'predicted': wants true or false"),
     ('[]', "top level"),
 ])
 def test_a_malformed_policy_table_names_its_row_and_field(rows, where):

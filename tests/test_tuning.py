@@ -131,6 +131,50 @@ def test_tune_writes_a_file_that_info_reports(run_mpi, tmp_path):
     assert "only N=2 nodes=1 ppn=2 library=" + policy.library() in info.stdout, info.stdout
 
 
+PAPER = os.path.join(os.path.dirname(policy.__file__), "..", "model", "machines",
+                     "qian-afsahi-2009.json")
+
+
+def tune_model(out, *more):
+    return subprocess.run([sys.executable, "-m", "papcoll", "tune", "--model", PAPER, "--nodes",
+                           "4", "--ppn", "2", "--sizes", "8,64K", "--calls", "2", "--out",
+                           str(out), *more], capture_output=True, text=True, timeout=300)
+
+
+def test_tune_model_writes_the_models_winners_as_predicted_rows_and_measured_ones_win(tmp_path):
+    from papcoll.model import params, scale
+    out = tmp_path / "tuning.json"
+    res = tune_model(out)
+    assert res.returncode == 0 and "predicted rows" in res.stdout, res
+    rows = policy.load(out.read_text(), out)
+    assert rows and all(r.predicted and "predicted by the model" in r.measured for r in rows)
+    assert {(r.processes, r.nodes, r.ppn, r.transport, r.library, r.emulated) for r in rows} \
+        == {(8, 4, 2, "verbs", "MPICH", False)}
+    # each size's row names the model's fastest algorithm at both MIFs (where they agree)
+    cells = scale.shape_rows(params.load(PAPER), 4, 2, [8, 65536], [1, 32], calls=2)
+    for size in (8, 65536):
+        fastest = {min((c for c in cells if (c["size"], c["mif"]) == (size, mif)),
+                       key=lambda c: c["us"])["algorithm"] for mif in (1, 32)}
+        row = next(r for r in rows if r.admits(size, 8))
+        assert len(fastest) > 1 or row.algorithm in fastest, (size, fastest, row)
+    # a measured run of the shape replaces its predicted rows ...
+    measured = {"topology": "any", "processes": 8, "nodes": 4, "ppn": 2, "transport": "verbs",
+                "library": "MPICH", "emulated": False, "algorithm": "mpi", "measured": "here"}
+    tune.write(out, [measured])
+    assert [r.predicted for r in policy.load(out.read_text(), out)] == [False]
+    # ... and the model does not overwrite them
+    res = tune_model(out)
+    assert res.returncode == 0 and "has measured rows" in res.stderr, res
+    assert [(r.algorithm, r.predicted) for r in policy.load(out.read_text(), out)] == [
+        ("mpi", False)]
+
+
+def test_tune_model_needs_its_shapes():
+    res = subprocess.run([sys.executable, "-m", "papcoll", "tune", "--model", PAPER],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2 and "needs --nodes and --ppn" in res.stderr, res
+
+
 # What may lie where tune is told to write: a user's notes, another program's JSON.
 NOT_TUNING = {"notes.txt": "tuning ideas:\n- try pap_direct at 64K\n",
               "settings.json": '{"editor.fontSize": 12}\n',

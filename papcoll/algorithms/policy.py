@@ -7,6 +7,9 @@ papcoll tune`` writes it; ``PAPCOLL_TUNING_FILE``, else :data:`DEFAULT_FILE` if 
 rows measured on this machine, tried before the shipped ones; each names the shape it was
 measured on (processes, nodes, processes per node, transport, real or emulated nodes) and
 serves only that shape, so a file from another machine shape leaves the shipped table in force.
+``tune --model`` writes rows the performance model predicts (``"predicted": true``); a
+measured row always wins over a predicted one: wherever a measured row names the shape of a
+communicator, its predicted rows are dropped (:func:`in_force`).
 Rows are tried in order; the first whose shape and topology match, whose bounds admit the call
 and whose algorithm can run on this communicator wins. Every input is the same on every rank of
 a call -- a Communicator's creation meeting checks that every rank read the same tuning file
@@ -54,6 +57,7 @@ class Row:
     call: str = "alltoall"        # or "alltoallv", "alltoallw" (which take no size bounds)
     library: str | None = None    # the MPI library it was measured against (None: any)
     emulated: bool | None = None  # for emulated nodes (True) or real ones (False); None: either
+    predicted: bool = False       # by the performance model (tune --model), not measured
 
     def admits(self, block, size):
         return ((self.max_call is None or block * size <= self.max_call)
@@ -106,9 +110,10 @@ def load(text, source):
             if value is not None and (type(value) is not int or value < 0):
                 raise bad(f"row {i}, field {key!r}", f"wants a count >= 0, not {value!r}",
                           line.get(key))
-        if entry.get("emulated") is not None and type(entry["emulated"]) is not bool:  # not 0, 1
-            raise bad(f"row {i}, field 'emulated'", f"wants true or false, not "
-                      f"{entry['emulated']!r}", line.get("emulated"))
+        for key in ("emulated", "predicted"):
+            if entry.get(key) is not None and type(entry[key]) is not bool:  # not 0 and 1
+                raise bad(f"row {i}, field {key!r}", f"wants true or false, not "
+                          f"{entry[key]!r}", line.get(key))
         if entry.get("library") not in (None, *LIBRARIES):
             raise bad(f"row {i}, field 'library'", f"{entry['library']!r} is not one of "
                       f"{LIBRARIES}", line.get("library"))
@@ -246,6 +251,16 @@ def resolve(ctx, given, call="alltoall", block=None):
     if call != "alltoall" and name not in (AUTO, given) and not lookup(name).variable:
         name = AUTO
     return choose(ctx, block, call) if name == AUTO else name
+
+
+def in_force(rows, ctx):
+    """The rows ``ctx`` tries, in order: ``rows`` without the predicted ones where a measured
+    row names ``ctx``'s shape (a measured row always wins over a predicted one)."""
+    if not any(row.predicted for row in rows):
+        return rows
+    measured = any(not row.predicted and row.serves(ctx)
+                   and (row.processes, row.nodes, row.ppn) != (None,) * 3 for row in rows)
+    return tuple(row for row in rows if not (measured and row.predicted))
 
 
 def choose(ctx, block, call="alltoall"):

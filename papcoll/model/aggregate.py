@@ -20,6 +20,7 @@ import numpy as np
 from .protocols import shape
 
 SIMULATED = 4          # nodes simulated; 63, 255 and 1023 others share out evenly among 3
+ABOVE = 128            # processes: predict aggregates above, by default
 
 
 def plan(nodes, ppn, simulated=SIMULATED):
@@ -30,6 +31,11 @@ def plan(nodes, ppn, simulated=SIMULATED):
     reps = simulated - 1
     groups = [list(range(1 + j, nodes, reps)) for j in range(reps)]   # sizes differ by 1 at most
     return shape(simulated, ppn), (nodes - 1) / reps, groups
+
+
+def default(nodes, ppn):
+    """The plan predict uses by default: aggregated above :data:`ABOVE` processes."""
+    return plan(nodes, ppn) if nodes * ppn > ABOVE else None
 
 
 def arrivals(row, ppn, groups):

@@ -6,10 +6,9 @@ import argparse
 import json
 import sys
 
-from . import aggregate, mpi_algorithms, params, predict, protocols
+from . import aggregate, mpi_algorithms, params, predict, protocols, scale
 from .sim import Deadlock
 
-AGGREGATE_ABOVE = 128        # processes: above, predict aggregates by default
 CHECKED = ((16, 2), (16, 4))  # the shapes check-aggregation runs both ways
 
 
@@ -47,6 +46,16 @@ def _ints(text):
         raise argparse.ArgumentTypeError(f"not a list of integers: {text!r}") from None
 
 
+def _shapes(text):
+    try:
+        shapes = [tuple(int(x) for x in s.lower().split("x")) for s in text.split(",")]
+    except ValueError:
+        shapes = []
+    if not shapes or any(len(t) != 2 or min(t) < 1 for t in shapes):
+        raise argparse.ArgumentTypeError(f"not a list of NODESxPPN: {text!r}")
+    return shapes
+
+
 def parser():
     p = argparse.ArgumentParser(prog="python -m papcoll model", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -71,9 +80,23 @@ def parser():
     q.add_argument("--json", action="store_true")
     how = q.add_mutually_exclusive_group()
     how.add_argument("--exact", action="store_true", help="simulate every process (default up to "
-                     f"{AGGREGATE_ABOVE} processes)")
+                     f"{aggregate.ABOVE} processes)")
     how.add_argument("--aggregate", action="store_true", help="simulate 4 nodes standing for "
-                     f"all (default above {AGGREGATE_ABOVE} processes; aggregate.py)")
+                     f"all (default above {aggregate.ABOVE} processes; aggregate.py)")
+    s = sub.add_parser("scale", help="predictions for many nodes: every algorithm's time, "
+                       "the best of each cell and how firm it is (scale.py)")
+    s.add_argument("--params", required=True)
+    s.add_argument("--shapes", type=_shapes, default=list(scale.SHAPES),
+                   help="NODESxPPN,... (default " + ",".join(f"{n}x{q}" for n, q in scale.SHAPES)
+                   + ")")
+    s.add_argument("--sizes", type=_sizes, default=list(scale.SIZES), help="bytes per peer")
+    s.add_argument("--mif", type=_ints, default=list(scale.MIFS))
+    s.add_argument("--library", default="mpich", choices=sorted(mpi_algorithms.SELECTION))
+    s.add_argument("--calls", type=int, default=5, help="simulated calls per cell")
+    s.add_argument("--error", type=float, required=True,
+                   help="the model's validated error of a ratio between two algorithms, e.g. "
+                        "0.3 (model validate prints it): a best ahead by less is 'close'")
+    s.add_argument("--json", help="write every cell, with every algorithm's time, here")
     a = sub.add_parser("check-aggregation", help="the aggregated simulation against the exact "
                        "one where both run")
     a.add_argument("--params", required=True)
@@ -100,10 +123,15 @@ def main(argv):
         sys.exit(f"model: {e}")
     if args.command == "check-aggregation":
         return check_aggregation(machine, args.calls)
+    if args.command == "scale":
+        if args.error < 0:
+            sys.exit("model: --error must be at least 0")
+        return scale.report(machine, args.shapes, args.sizes, args.mif, args.library,
+                            args.calls, args.error, args.json)
     nodes = protocols.shape(args.nodes, args.ppn)
     algorithms = args.algorithms.split(",") if args.algorithms else None
-    aggregated = (aggregate.plan(args.nodes, args.ppn) if args.aggregate or not args.exact and
-                  args.nodes * args.ppn > AGGREGATE_ABOVE else None)
+    aggregated = (aggregate.plan(args.nodes, args.ppn) if args.aggregate else
+                  None if args.exact else aggregate.default(args.nodes, args.ppn))
     unknown = [a for a in algorithms or () if a not in predict.runnable(nodes)]
     if unknown:
         sys.exit(f"model: cannot run {', '.join(unknown)} on {args.nodes} x {args.ppn}; "

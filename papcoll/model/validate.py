@@ -66,6 +66,18 @@ def summary(rows):
     return within, right, len(best), sum(m == p for m, p in rare), len(rare), common
 
 
+def ratio_error(rows):
+    """The median of |predicted ratio / measured ratio - 1| over every algorithm's time over
+    MPI's own in the same block: how far the model's comparisons go wrong (``model scale``
+    takes it as ``--error``); None where no block holds MPI beside another algorithm."""
+    blocks = {}
+    for result, size, mif, name, m, p in rows:
+        blocks.setdefault((result, size, mif), {})[name] = (m, p)
+    errors = [abs((p / mp) / (m / mm) - 1) for b in blocks.values() if "mpi" in b
+              for (mm, mp) in [b["mpi"]] for name, (m, p) in b.items() if name != "mpi"]
+    return float(np.median(errors)) if errors else None
+
+
 def plot(rows, path, title):
     from matplotlib.figure import Figure
     fig = Figure(figsize=(6, 6))
@@ -108,6 +120,10 @@ def main(argv):
     print(f"\n{len(rows)} cells: {within:.0%} within {WITHIN:.0%} (target 80 %); best algorithm "
           f"named in {right} of {blocks} blocks (target 80 %), in {rare_right} of the {rare} "
           f"whose best is not {common} (target two thirds)")
+    error = ratio_error(rows)
+    if error is not None:
+        print(f"median error of a time over MPI's in the same block: {error:.0%} (model scale's "
+              f"--error)")
     if args.plot:
         plot(rows, args.plot, f"{len(rows)} cells, {within:.0%} within {WITHIN:.0%}")
     return 0
