@@ -4,8 +4,8 @@ import weakref
 
 from mpi4py import MPI
 
-from . import _native, config, context, requests
-from .algorithms import policy
+from . import _native, adaptive, config, context, requests
+from .algorithms import AUTO, policy
 from .algorithms.registry import check
 from .buffers import parse_alltoall
 from .errors import AlgorithmError, CommunicatorError, CommunicatorStateError
@@ -53,6 +53,7 @@ class Communicator(MPI.Intracomm):
     """
 
     _entry = _native.Entry(None, None)     # serves nothing: a Communicator never set up
+    _adaptive = None                       # PAPCOLL_ADAPT's call sites (adaptive.py)
 
     def __new__(cls, comm=MPI.COMM_WORLD, *, trace=False):
         _check(comm)
@@ -63,6 +64,8 @@ class Communicator(MPI.Intracomm):
         self._trace = trace                 # derived Communicators trace as this one does
         ctx = self._ctx = context.Context(MPI.Intracomm(comm), trace)
         self._entry = ctx.entry              # Alltoall's way in: stale once closed
+        if ctx.adapt:
+            self._adaptive = adaptive.Sites(ctx.adapt)
         weakref.finalize(self, context.drop, ctx).atexit = False
 
     # ---- communicators made from this one: MPI's call, then papcoll's set-up ----------------
@@ -129,6 +132,7 @@ class Communicator(MPI.Intracomm):
         try:
             self._ctx = None
             vars(self).pop("_entry", None)     # the class's, which serves nothing
+            vars(self).pop("_adaptive", None)
             ctx.close()
         finally:
             ctx.lock.release()
@@ -155,12 +159,32 @@ class Communicator(MPI.Intracomm):
         """Like ``MPI.Comm.Alltoall``: send block i of ``sendbuf`` to rank i, receive block j of
         ``recvbuf`` from rank j. ``algorithm`` names a registered algorithm, or ``"auto"`` (the
         selection policy); else ``PAPCOLL_ALGORITHM``, else the policy. Every rank must choose
-        the same."""
+        the same. With PAPCOLL_ADAPT, ``auto`` follows the arrival pattern (adaptive.py)."""
+        if self._adaptive is not None and algorithm in (None, AUTO):
+            return self._adapted(sendbuf, recvbuf)
         site = ("a", algorithm)
         served = self._entry.serve(site, sendbuf, recvbuf)
         if not served:
             self._call(served, site, sendbuf, recvbuf,
                        lambda ctx: self._full_path(ctx, sendbuf, recvbuf, algorithm))
+
+    def _adapted(self, sendbuf, recvbuf):
+        """An adaptive ``auto`` call: its site's algorithm by name, timed; at the end of the
+        site's window, the agreement, which breaks the Communicator if it fails (a peer is
+        then in an unknown state, as after any failed call)."""
+        ctx = self._context()
+        sites = self._adaptive
+        site = sites.site(ctx, sendbuf, recvbuf)
+        if sites.timed(site, lambda: self.Alltoall(sendbuf, recvbuf, algorithm=site.name)):
+            if not ctx.lock.acquire(blocking=False):
+                raise CommunicatorStateError(_IN_USE)
+            try:
+                sites.agree(ctx, site)
+            except BaseException as err:
+                ctx.fail(err)
+                raise
+            finally:
+                ctx.lock.release()
 
     def _call(self, served, site, sendbuf, recvbuf, full):
         """A call the Entry did not serve (``served``: False, no plan of ``site`` has its

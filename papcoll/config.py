@@ -25,7 +25,8 @@ MAX_THROTTLE = 1024
 
 # The settings whose values decide what goes on the wire: the forced algorithm, the emulated
 # node size (topology: who gathers for whom, slot and piece sizes), the transport (its set-up
-# steps and its default copy threshold), the copy threshold (pap_direct's slots and scheme).
+# steps and its default copy threshold), the copy threshold (pap_direct's slots and scheme),
+# the adaptive auto's window (which calls carry its agreement: adaptive.py).
 # Not agreed: PAPCOLL_TIMEOUT, PAPCOLL_TRACE, PAPCOLL_SUMMARY and PAPCOLL_RUN_REQUESTS (the
 # runner checks they are the same everywhere) and PAPCOLL_CMA_MODEL (local waits, local records,
 # how many peers read one process at a time: the same bytes either way), nor PAPCOLL_IB_*
@@ -33,7 +34,9 @@ MAX_THROTTLE = 1024
 # rightly differ, and the verbs set-up exchanges every process's address anyway). Nor
 # PAPCOLL_TUNING_FILE: ranks may name the same table by different paths; the creation meeting
 # compares the files' contents instead (algorithms/policy.py).
-WIRE = ("PAPCOLL_ALGORITHM", "PAPCOLL_NODE_SIZE", "PAPCOLL_TRANSPORT", "PAPCOLL_COPY_THRESHOLD")
+WIRE = ("PAPCOLL_ALGORITHM", "PAPCOLL_NODE_SIZE", "PAPCOLL_TRANSPORT", "PAPCOLL_COPY_THRESHOLD",
+        "PAPCOLL_ADAPT")
+MAX_ADAPT = 1 << 16
 _agreed = contextvars.ContextVar("papcoll_agreed", default=None)   # {name: raw value}
 
 
@@ -116,6 +119,17 @@ def copy_threshold():
     """PAPCOLL_COPY_THRESHOLD: largest block (bytes) pap_direct copies through the inbox."""
     raw = _env("PAPCOLL_COPY_THRESHOLD")
     return None if raw is None else _integer("PAPCOLL_COPY_THRESHOLD", raw, 0, MAX_COPY_THRESHOLD)
+
+
+def adapt():
+    """PAPCOLL_ADAPT=K: ``auto`` follows the arrival pattern, agreeing every K calls of a call
+    site on the skew they saw (adaptive.py); None or 0: off (the default)."""
+    raw = _env("PAPCOLL_ADAPT")
+    k = 0 if raw is None else _integer("PAPCOLL_ADAPT", raw, 0, MAX_ADAPT)
+    if k in (1, 2, 3):
+        raise ConfigError(f"PAPCOLL_ADAPT={raw!r}: 0 (off) or a window of 4 to {MAX_ADAPT} calls "
+                          f"(a median of fewer calls says little)")
+    return k or None
 
 
 def tuning_file():

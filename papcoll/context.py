@@ -29,7 +29,7 @@ import itertools
 from mpi4py import MPI
 
 from . import _native, config, rendezvous, topology
-from .algorithms import lookup, policy
+from .algorithms import AUTO, lookup, policy
 from .algorithms.registry import check
 from .callcache import CallCache
 from .errors import AlgorithmError, ConfigError, PapcollError, PapcollTimeoutError
@@ -138,6 +138,7 @@ class Context:
             try:
                 self.forced = forced_algorithm()
                 self.node_size = config.node_size()
+                self.adapt = config.adapt() if self.forced in (None, AUTO) else None
                 config.copy_threshold()       # its range now; pap_direct checks the inbox
             finally:
                 config.restore(token)

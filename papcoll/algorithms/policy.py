@@ -58,6 +58,14 @@ class Row:
     library: str | None = None    # the MPI library it was measured against (None: any)
     emulated: bool | None = None  # for emulated nodes (True) or real ones (False); None: either
     predicted: bool = False       # by the performance model (tune --model), not measured
+    min_skew: float | None = None  # a band of the skew an adaptive auto agreed on (adaptive.py):
+    max_skew: float | None = None  # [min, max); a row with one serves only adaptive calls
+
+    def admits_skew(self, skew):
+        if self.min_skew is None and self.max_skew is None:
+            return True
+        return skew is not None and (self.min_skew or 0.0) <= skew \
+            and (self.max_skew is None or skew < self.max_skew)
 
     def admits(self, block, size):
         return ((self.max_call is None or block * size <= self.max_call)
@@ -110,6 +118,17 @@ def load(text, source):
             if value is not None and (type(value) is not int or value < 0):
                 raise bad(f"row {i}, field {key!r}", f"wants a count >= 0, not {value!r}",
                           line.get(key))
+        for key in ("min_skew", "max_skew"):
+            value = entry.get(key)
+            if value is not None and (type(value) not in (int, float) or not 0 <= value < 1e9):
+                raise bad(f"row {i}, field {key!r}", f"wants a number >= 0, not {value!r}",
+                          line.get(key))
+        if entry.get("call", "alltoall") != "alltoall" and \
+                (entry.get("min_skew"), entry.get("max_skew")) != (None, None):
+            raise bad(f"row {i}", "only alltoall rows take a skew band (adaptive.py)", line.get(""))
+        if None not in (entry.get("min_skew"), entry.get("max_skew")) and \
+                entry["min_skew"] >= entry["max_skew"]:
+            raise bad(f"row {i}", "min_skew is not below max_skew", line.get("min_skew"))
         for key in ("emulated", "predicted"):
             if entry.get(key) is not None and type(entry[key]) is not bool:  # not 0 and 1
                 raise bad(f"row {i}, field {key!r}", f"wants true or false, not "
@@ -263,14 +282,16 @@ def in_force(rows, ctx):
     return tuple(row for row in rows if not (measured and row.predicted))
 
 
-def choose(ctx, block, call="alltoall"):
+def choose(ctx, block, call="alltoall", skew=None):
     """The algorithm for a call of ``block`` bytes per peer on ``ctx`` (``call``
     "alltoallv" or "alltoallw": one of those, whose block is not asked), by its table (the
-    tuned rows, then the shipped ones)."""
+    tuned rows, then the shipped ones); ``skew``: what an adaptive auto's ranks agreed its call
+    site saw (adaptive.py), which rows with a skew band ask for (None: they do not serve)."""
     matching = kinds(ctx.topology)
     for row in ctx.table:
         if row.topology in matching and row.call == call \
                 and (call != "alltoall" or row.admits(block, ctx.size)) \
+                and row.admits_skew(skew) \
                 and row.serves(ctx) \
                 and lookup(row.algorithm).unsupported(ctx) is None:
             return row.algorithm
