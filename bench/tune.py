@@ -7,7 +7,9 @@ size of ``--node-sizes`` --, each size and MIF 1 and 32, every algorithm that ca
 MPI's own alltoall go through the random-arrival benchmark's timed loop (arrival.py), in turns,
 ``--iterations`` calls each. Per size the winner is the algorithm whose worst ratio, over the
 MIFs, to the best time of that MIF is smallest; consecutive sizes with one winner make one row,
-bounded halfway (geometrically) between the sizes measured. Each row names the shape it was
+bounded halfway (geometrically) between the sizes measured. Where the lowest and the highest
+MIF's winners differ by more than 10 %, the size also gets two rows for the adaptive auto
+(PAPCOLL_ADAPT), each for a band of the skew it measures (:func:`banded`). Each row names the shape it was
 measured on, the machine and the command, and serves only that shape (algorithms/policy.py);
 rows of other shapes already in the file are kept, so one file holds several runs. A file
 there that is not a tuning file is left alone, unless ``--replace`` says to replace it.
@@ -33,7 +35,7 @@ from pathlib import Path
 from mpi4py import MPI
 
 import papcoll
-from papcoll import transport
+from papcoll import adaptive, transport
 from papcoll.algorithms import AUTO, policy
 from papcoll.errors import ConfigError
 
@@ -44,6 +46,7 @@ from .options import comma_list, format_size, integer, parse_size
 SIZES = [8, 64, 256, 1024, 8192, 65536, 262144, 1 << 20]
 QUICK_SIZES = [8, 1024, 65536, 1 << 20]
 SHAPE = ("processes", "nodes", "ppn", "transport", "library", "emulated")  # a tuned row serves
+BAND_MARGIN = 0.10   # skew bands where one algorithm for every MIF costs more than this
 
 
 def add_arguments(parser):
@@ -111,6 +114,42 @@ def winners(rows, sizes, mifs):
     return chosen
 
 
+def banded(rows, sizes, mifs, margin=BAND_MARGIN):
+    """{size: (balanced winner, skewed winner, boundary skew)} for the sizes where the lowest
+    and the highest MIF have different winners and one algorithm for both costs more than
+    ``margin`` in either. The skews are the adaptive auto's own measure (papcoll/adaptive.py)
+    of each winner's calls, over the balanced winner's call time; the boundary is their
+    geometric middle."""
+    low, high = min(mifs), max(mifs)
+    out = {}
+    for size in sizes:
+        cells = {(r["algorithm"], r["mif"]): r for r in rows if r["size"] == size}
+        mean = {key: r["avg_us"] for key, r in cells.items()}
+        names = sorted({name for name, _ in cells})
+        a = min(names, key=lambda n: mean[n, low])
+        b = min(names, key=lambda n: mean[n, high])
+        if a == b or max(mean[b, low] / mean[a, low], mean[a, high] / mean[b, high]) <= 1 + margin:
+            continue
+        spread_a, base = adaptive.window(list(zip(*cells[a, low]["per_rank"]["in_call_us"])))
+        spread_b, _ = adaptive.window(list(zip(*cells[b, high]["per_rank"]["in_call_us"])))
+        if base > 0 and spread_b > spread_a:
+            out[size] = (a, b, math.sqrt(spread_a * spread_b) / base)
+    return out
+
+
+def banded_rows(bands, sizes, shape, measured):
+    """Two policy rows a banded size: its balanced winner below the boundary, its skewed one
+    above (adaptive calls alone read them)."""
+    rows, ranges = [], dict(zip(sizes, bounds(sizes)))
+    for size, (a, b, edge) in bands.items():
+        where = {"topology": "any", **dict(zip(SHAPE, shape)), "min_block": ranges[size][0],
+                 "max_block": ranges[size][1]}
+        said = f"{measured}; adaptive bands at skew {edge:.3g}"
+        rows += [{**where, "algorithm": a, "max_skew": round(edge, 3), "measured": said},
+                 {**where, "algorithm": b, "min_skew": round(edge, 3), "measured": said}]
+    return [{k: v for k, v in row.items() if v is not None} for row in rows]
+
+
 def table_rows(chosen, sizes, shape, measured):
     """Policy rows for ``shape``: consecutive sizes with one winner make one row."""
     rows, ranges = [], bounds(sizes)
@@ -155,10 +194,14 @@ def tune_shape(comm, args, progress_on):
                 f"{shlex.join(['python', '-m', 'papcoll', *sys.argv[1:]])}, {opts.iterations} "
                 f"iterations, MIF {','.join(map(str, opts.mif))}")
     chosen = winners(rows, opts.sizes, opts.mif)
+    bands = banded(rows, opts.sizes, opts.mif)
     for size in opts.sizes:
+        band = (f"  (adaptive: {bands[size][0]} below skew {bands[size][2]:.3g}, "
+                f"{bands[size][1]} above)" if size in bands else "")
         print(f"  {format_size(size):>6}  {chosen[size][0]:16} "
-              + "  ".join(f"{r:.2f}" for r in chosen[size][1]) + " x MPI", flush=True)
-    return table_rows(chosen, opts.sizes, shape, measured)
+              + "  ".join(f"{r:.2f}" for r in chosen[size][1]) + " x MPI" + band, flush=True)
+    return (banded_rows(bands, opts.sizes, shape, measured)
+            + table_rows(chosen, opts.sizes, shape, measured))
 
 
 def predicted_rows(args):

@@ -100,6 +100,28 @@ def test_tune_bounds_rows_between_the_sizes_measured():
     assert policy.load(table(*out), "t")
 
 
+def test_tune_bands_a_size_whose_balanced_and_skewed_winners_differ():
+    """Two ranks, three calls a cell: at 8 B `direct` wins balanced calls (time in call 1-2)
+    and `pap_direct` skewed ones (spread 90) by far; at 64 B one algorithm wins both."""
+    def cell(size, mif, name, avg, times):
+        return {"size": size, "mif": mif, "algorithm": name, "avg_us": avg, "ratio_vs_mpi": 1.0,
+                "per_rank": {"in_call_us": times}}
+    balanced, skewed = [[1, 2], [1, 2], [1, 3]], [[1, 91], [2, 92], [1, 91]]
+    rows = [cell(8, 1, "direct", 2, balanced), cell(8, 1, "pap_direct", 3, balanced),
+            cell(8, 128, "direct", 100, skewed), cell(8, 128, "pap_direct", 50, skewed),
+            cell(64, 1, "direct", 2, balanced), cell(64, 1, "pap_direct", 3, balanced),
+            cell(64, 128, "direct", 50, skewed), cell(64, 128, "pap_direct", 100, skewed)]
+    bands = tune.banded(rows, [8, 64], [1, 128])
+    assert list(bands) == [8]
+    a, b, edge = bands[8]
+    assert (a, b) == ("direct", "pap_direct") and edge == pytest.approx((1 * 90) ** 0.5 / 1)
+    out = tune.banded_rows(bands, [8, 64], (2, 1, 2, None, "MPICH", None), "here")
+    assert [(r["algorithm"], r.get("min_skew"), r.get("max_skew"), r["max_block"]) for r in out] \
+        == [("direct", None, round(edge, 3), 22), ("pap_direct", round(edge, 3), None, 22)]
+    rows = policy.load(table(*out), "t")
+    assert rows[0].admits_skew(edge - 0.1) and not rows[0].admits_skew(None)
+
+
 def test_tune_keeps_the_rows_of_other_shapes(tmp_path):
     path = tmp_path / "tuning.json"
     other = {**ROW, "processes": 8}
