@@ -13,6 +13,7 @@ import sys
 # its own subcommand.
 SUBCOMMANDS = {
     "arrival": ("arrival", "random process-arrival alltoall microbenchmark (PAP paper, Fig. 1-4)"),
+    "alternate": ("alternate", "balanced and skewed phases in turn: the adaptive auto's benchmark"),
     "cost": ("cost", "CPU time of a call that need not wait: the library's own work per call"),
     "entry": ("entry", "what entering papcoll costs: back-to-back small calls, vs MPI's own"),
     "ft": ("ft", "NAS FT kernel whose transposes are papcoll alltoalls"),

@@ -17,21 +17,29 @@ own time. Not the window's own shortest: where processes outnumber cores, the la
 shares its core with those that wait, and its call stretches with the skew it should measure
 (docs/adaptive.md).
 
-**The agreement.** Every K calls of a site, its ranks exchange their K times in one bounded
-meeting (rendezvous.exchange: point to point on papcoll's private communicator, PAPCOLL_TIMEOUT
-bounds it, and a rank that does not come is named). Every rank then computes the skew from the
-same numbers in the same order, so every rank gets the same skew and the policy, which reads
-nothing else that differs, gives every rank the same algorithm for the next K calls. Until the
-first agreement the site runs what a plain ``auto`` runs. The cost: a meeting of 2 (N - 1)
-small messages per rank every K calls, and on every call the buffers' parse (for the block)
-and two clock readings; docs/adaptive.md gives it as measured, and why it is off by default.
+**The agreement.** At the end of each window of K calls of a site, its ranks start one
+MPI_Iallreduce of the window's times on papcoll's private communicator, and finish it at the
+end of the next window, where it has long completed in the calls between (MPI progresses it
+in theirs): so no call waits for it. The wait there is bounded by PAPCOLL_TIMEOUT and names a
+rank that does not come, as every bounded wait does. Every rank then holds the same numbers --
+a maximum is exact -- and computes the same skew, and the policy, which reads nothing else
+that differs, gives every rank the same algorithm from the same call on: the window after
+next. Until the first agreement the site runs what a plain ``auto`` runs. Tried first and
+dropped, on N=4 over 2 cores: a point-to-point meeting (rendezvous.exchange), 4 ms; the
+reduction waited for at once, 70 us in the median but up to milliseconds where a rank is off
+its core. What it costs on every call -- the block from the buffer, two clock readings, a call
+more in Python -- docs/adaptive.md gives as measured, and why it is off by default.
 """
+import os
 import time
 
+import numpy as np
+from mpi4py import MPI
+
+from . import progress, rendezvous
 from .algorithms import policy
 from .buffers import parse_alltoall
 from .progress import Deadline
-from . import rendezvous
 
 
 def window(times):
@@ -45,12 +53,21 @@ def window(times):
 
 
 class Site:
-    __slots__ = ("block", "name", "skew", "times", "base")
+    __slots__ = ("block", "name", "skew", "times", "base", "pending")
 
     def __init__(self, block, name):
         self.block, self.name, self.skew = block, name, None
-        self.base = float("inf")   # the quickest window's median shortest so far
         self.times = None          # a site's first call builds its plan: not timed
+        self.base = float("inf")   # the quickest window's median shortest so far
+        self.pending = None        # the last window's reduction: (request, its result)
+
+    def learn(self, reduced):
+        """The skew of a window from its reduction: each call's longest time, then each call's
+        shortest, negated."""
+        k = len(reduced) // 2
+        spread, base = window([reduced[:k].tolist(), (-reduced[k:]).tolist()])
+        self.base = min(self.base, base)
+        self.skew = spread / self.base if self.base > 0 else 0.0
 
 
 class Sites:
@@ -60,30 +77,70 @@ class Sites:
         self.every, self.sites = every, {}
 
     def site(self, ctx, sendbuf, recvbuf):
-        """The site of this call (its buffers parsed: a bad one raises here, as any call's)."""
-        block = parse_alltoall(sendbuf, recvbuf, ctx.size)[1].block
+        """The site of this call: its block, which a plain buffer gives by its length (30 us
+        less than parsing it), a buffer spec by its parse (a bad one raises here)."""
+        try:
+            block, rest = divmod(memoryview(recvbuf).nbytes, ctx.size)
+        except TypeError:
+            block, rest = parse_alltoall(sendbuf, recvbuf, ctx.size)[1].block, 0
+        if rest:               # not a whole block a peer: the call's own checks say so
+            block = parse_alltoall(sendbuf, recvbuf, ctx.size)[1].block
         site = self.sites.get(block)
         if site is None:
             site = self.sites[block] = Site(block, policy.choose(ctx, block))
         return site
 
-    def timed(self, site, call):
-        """Run ``call()`` for ``site``; True when its window is full (time to agree)."""
+    def timed(self, site, seconds):
+        """Note a call of ``site`` that took ``seconds``; True at the end of its window."""
         if site.times is None:
-            call()
             site.times = []
-            return False
-        start = time.perf_counter()
-        call()
-        site.times.append(time.perf_counter() - start)
+        else:
+            site.times.append(seconds)
         return len(site.times) >= self.every
 
     def agree(self, ctx, site):
-        """The window's meeting (see the module's docstring); the site's next algorithm."""
-        mine, site.times = site.times, []
-        met = rendezvous.exchange(ctx.comm, f"adaptive auto: the skew of {site.block}-byte "
-                                  "calls", mine, Deadline(ctx.timeout))
-        spread, base = window([met[q] for q in sorted(met)])
-        site.base = min(site.base, base)
-        site.skew = spread / site.base if site.base > 0 else 0.0
-        site.name = policy.choose(ctx, site.block, skew=site.skew)
+        """The end of ``site``'s window: finish the last window's reduction and choose by it,
+        then start this one's."""
+        if site.pending is not None:
+            request, out = site.pending
+            site.pending = None
+            finish(ctx, request, f"adaptive auto: the skew of {site.block}-byte calls")
+            site.learn(out)
+            site.name = policy.choose(ctx, site.block, skew=site.skew)
+        # each time and its negative, both by MAX: every call's longest and shortest
+        values = np.array(site.times + [-t for t in site.times])
+        site.times, out = [], np.empty_like(values)
+        site.pending = ctx.comm.Iallreduce(values, out, MPI.MAX), out
+
+    def close(self, ctx):
+        """Finish the reductions still open (every rank has the same ones open), bounded."""
+        for site in self.sites.values():
+            if site.pending is not None:
+                request, _ = site.pending
+                site.pending = None
+                finish(ctx, request, f"adaptive auto: closing the {site.block}-byte calls")
+
+
+def finish(ctx, request, what):
+    """Wait for ``request`` (a reduction of every rank's) under PAPCOLL_TIMEOUT without
+    sleeping -- a sleeping rank would hold up every other --, as every bounded wait gives up:
+    a rank that gave up ends it at once, and at the deadline the ranks that gave no sign are
+    named (rendezvous.timed_out)."""
+    comm, others = ctx.comm, [q for q in range(ctx.size) if q != ctx.rank]
+    polls = 0
+
+    def step(_):
+        nonlocal polls
+        if request.Test():
+            return True
+        polls += 1
+        if polls % 64 == 0:          # now and then: has a peer given up on this call?
+            rendezvous.elsewhere(comm, others, lambda q: q, what, lambda q: True)
+        os.sched_yield()
+        return False
+    try:
+        progress.wait(step, Deadline(ctx.timeout),
+                      lambda: rendezvous.timed_out(comm, what, others, ctx.timeout))
+    except BaseException:
+        rendezvous.keep([request])      # its buffers stay alive while MPI may still write them
+        raise

@@ -1,10 +1,11 @@
 """The user-facing API: ``Communicator`` (an MPI.Intracomm with papcoll's Alltoall) and ``Alltoall``."""
 import atexit
+import time
 import weakref
 
 from mpi4py import MPI
 
-from . import _native, adaptive, config, context, requests
+from . import _native, config, context, requests
 from .algorithms import AUTO, policy
 from .algorithms.registry import check
 from .buffers import parse_alltoall
@@ -64,8 +65,8 @@ class Communicator(MPI.Intracomm):
         self._trace = trace                 # derived Communicators trace as this one does
         ctx = self._ctx = context.Context(MPI.Intracomm(comm), trace)
         self._entry = ctx.entry              # Alltoall's way in: stale once closed
-        if ctx.adapt:
-            self._adaptive = adaptive.Sites(ctx.adapt)
+        if ctx.adaptive is not None:
+            self._adaptive = ctx.adaptive
         weakref.finalize(self, context.drop, ctx).atexit = False
 
     # ---- communicators made from this one: MPI's call, then papcoll's set-up ----------------
@@ -172,10 +173,12 @@ class Communicator(MPI.Intracomm):
         """An adaptive ``auto`` call: its site's algorithm by name, timed; at the end of the
         site's window, the agreement, which breaks the Communicator if it fails (a peer is
         then in an unknown state, as after any failed call)."""
-        ctx = self._context()
+        ctx = self._ctx
         sites = self._adaptive
         site = sites.site(ctx, sendbuf, recvbuf)
-        if sites.timed(site, lambda: self.Alltoall(sendbuf, recvbuf, algorithm=site.name)):
+        start = time.perf_counter()
+        self.Alltoall(sendbuf, recvbuf, algorithm=site.name)
+        if sites.timed(site, time.perf_counter() - start):
             if not ctx.lock.acquire(blocking=False):
                 raise CommunicatorStateError(_IN_USE)
             try:

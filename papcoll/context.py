@@ -28,7 +28,7 @@ import itertools
 
 from mpi4py import MPI
 
-from . import _native, config, rendezvous, topology
+from . import _native, adaptive, config, rendezvous, topology
 from .algorithms import AUTO, lookup, policy
 from .algorithms.registry import check
 from .callcache import CallCache
@@ -58,6 +58,7 @@ class Context:
         self.entry = self.lock = _native.Entry(_finish, self.fail)
         self.algorithms, self.cache = {}, CallCache(self.entry)   # the plans calls left
         self._active = None               # the request's Call in progress (requests.py)
+        self.adaptive = None              # PAPCOLL_ADAPT's call sites (adaptive.py)
         self.requests = set()             # requests.py's Calls not freed: close frees them
         self.dropped = []                 # Calls whose Request was dropped: see requests.py
         self.broken = None                # the error that left peers in an unknown state
@@ -138,7 +139,8 @@ class Context:
             try:
                 self.forced = forced_algorithm()
                 self.node_size = config.node_size()
-                self.adapt = config.adapt() if self.forced in (None, AUTO) else None
+                every = config.adapt() if self.forced in (None, AUTO) else None
+                self.adaptive = adaptive.Sites(every) if every else None   # adaptive.py
                 config.copy_threshold()       # its range now; pap_direct checks the inbox
             finally:
                 config.restore(token)
@@ -184,6 +186,8 @@ class Context:
             try:
                 if self.active is not None:
                     self.active.finish(deadline)
+                if self.adaptive is not None:
+                    self.adaptive.close(self)
                 met = rendezvous.agree(self.comm, "close", deadline, without_gave_up=True)
                 collective = len(met) == self.size
             except BaseException as err:

@@ -143,11 +143,11 @@ def exchange(comm, what, value, deadline, members=None, ranks=None, without_gave
         wait(polled(poll), deadline,
              lambda: timed_out(comm, what, sorted(stage), deadline.timeout, user))
     finally:              # the sends complete as their receivers take them, or never
-        _keep(sends)
+        keep(sends)
     return got
 
 
-def _keep(requests):
+def keep(requests):
     """Keep the buffers of ``requests`` (sends) alive until they complete."""
     _abandoned[:] = [r for r in _abandoned if not r.Test()]
     _abandoned.extend(r for r in requests if not r.Test())
@@ -178,7 +178,7 @@ def give_up(comm, error, awaited=None):
     why = (f"{type(error).__name__}: {error}", sorted(set(awaited)), peers.calls)
     me = comm.Get_rank()
     later = [q for q in awaited if peers.far is None or q in peers.far]
-    _keep([comm.isend(why, dest=q, tag=GAVE_UP)
+    keep([comm.isend(why, dest=q, tag=GAVE_UP)
            for q in range(comm.Get_size()) if q != me and q not in later])
     if later:
         peers.untold = (why, sorted(set(later) - {me}))
@@ -189,7 +189,7 @@ def tell_missing(comm):
     peers = _of(comm)
     why, ranks = peers.untold or (None, ())
     peers.untold = None
-    _keep([comm.isend(why, dest=q, tag=GAVE_UP) for q in ranks])
+    keep([comm.isend(why, dest=q, tag=GAVE_UP) for q in ranks])
 
 
 def gave_up(comm, ranks):
@@ -326,7 +326,7 @@ def dup(comm, timeout):
     new, request = comm.Idup()
 
     def not_done():
-        _keep([request])
+        keep([request])
         return PapcollTimeoutError("papcoll.Communicator: duplicating the communicator "
                                    "(MPI_Comm_idup)", None, timeout)
     wait(polled(lambda: DONE if request.Test() else IDLE), Deadline(timeout), not_done)

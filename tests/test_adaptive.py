@@ -1,6 +1,7 @@
 """The adaptive auto (PAPCOLL_ADAPT; papcoll/adaptive.py): its measure, the policy's skew bands,
 the setting, and, under MPI, that every rank runs the same algorithm in every call while the
 arrival pattern changes, with the data checked against MPI_Alltoall."""
+import numpy as np
 import pytest
 
 from papcoll import adaptive, config
@@ -16,20 +17,13 @@ def test_a_windows_spread_and_call_time_are_medians_over_its_calls():
     assert adaptive.window(times) == (3, 1)
 
 
-def test_a_site_measures_against_its_quickest_window_so_far(monkeypatch):
+def test_a_site_measures_against_its_quickest_window_so_far():
     """A window whose calls stretch (the last to arrive sharing a core) keeps the site's own
     call time from its quickest window: the skew is not hidden by the stretch."""
-    sites = adaptive.Sites(4)
     site = adaptive.Site(8, "mpi")
-    ctx = fake_ctx([2, 2], False, emulated=False)
-    ctx.comm, ctx.timeout = None, 1.0
-    windows = iter([{0: [1.0] * 4, 1: [2.0] * 4}, {0: [100.0] * 4, 1: [50.0] * 4}])
-    monkeypatch.setattr(adaptive.rendezvous, "exchange", lambda *a: next(windows))
-    site.times = [0.0] * 4
-    sites.agree(ctx, site)
+    site.learn(np.array([2.0] * 4 + [-1.0] * 4))       # longest 2, shortest 1 in every call
     assert (site.base, site.skew) == (1.0, 1.0)
-    site.times = [0.0] * 4
-    sites.agree(ctx, site)
+    site.learn(np.array([100.0] * 4 + [-50.0] * 4))
     assert (site.base, site.skew) == (1.0, 50.0)       # not 50 / 50
 
 

@@ -1,8 +1,8 @@
 """MPI worker for the adaptive auto (PAPCOLL_ADAPT; papcoll/adaptive.py): two call sites
 (blocks of 8 and 3001 bytes) alternate through balanced windows, windows where the ranks
 arrive skewed by different delays of their own, and balanced ones again. A tuning file gives
-``direct`` below a skew of 1000 and ``pap_direct`` above it, for adaptive calls only (the
-skewed windows measure 4000-40000 here, the balanced 3-500). Every call is checked against
+``direct`` below a skew of 500 and ``pap_direct`` above it, for adaptive calls only (the
+skewed windows measured 1800-18000 here, the balanced 2-150). Every call is checked against
 MPI_Alltoall on data that names its source, destination and index; every rank must have run
 the same algorithm in every call and agreed the same skews; the skewed windows must run
 ``pap_direct`` and the balanced ones ``direct``. Rank 0 prints ADAPTIVE OK."""
@@ -23,13 +23,13 @@ path = os.path.join(sys.argv[1], "banded.json")
 if rank == 0:
     with open(path, "w") as f:
         json.dump({"rows": [
-            {"topology": "any", "algorithm": "direct", "measured": "test", "max_skew": 1000.0},
-            {"topology": "any", "algorithm": "pap_direct", "measured": "test", "min_skew": 1000.0}]},
+            {"topology": "any", "algorithm": "direct", "measured": "test", "max_skew": 500.0},
+            {"topology": "any", "algorithm": "pap_direct", "measured": "test", "min_skew": 500.0}]},
             f, indent=1)
 world.Barrier()
 os.environ.update(PAPCOLL_TUNING_FILE=path, PAPCOLL_ADAPT=str(K))
 pc = papcoll.Communicator(world)
-assert pc._adaptive is not None and pc._adaptive.every == K
+assert pc._adaptive is not None and pc._adaptive.every == K and pc._adaptive is pc._ctx.adaptive
 
 
 def data(block, call):
@@ -39,7 +39,7 @@ def data(block, call):
                            for dest in range(size)])
 
 
-PHASES = [("balanced", 2), ("skewed", 2), ("balanced", 3)]       # windows of K calls per site
+PHASES = [("balanced", 4), ("skewed", 4), ("balanced", 4)]       # windows of K calls per site
 ran, call = [], 0
 for phase, windows in PHASES:
     for _ in range(windows * K):
@@ -48,8 +48,9 @@ for phase, windows in PHASES:
             want, got = np.empty_like(send), np.zeros_like(send)
             world.Alltoall(send, want)
             world.Barrier()
-            if phase == "skewed":          # every rank its own lateness: 0, 100, 200 ms and a draw
-                time.sleep(0.1 * (rank % 3) + 0.02 * np.random.default_rng(call + rank).random())
+            if phase == "skewed":          # every rank its own lateness, the last 50 ms late
+                late = np.random.default_rng([call, rank]).random()
+                time.sleep(0.05 if rank == size - 1 else 0.001 * (rank % 3) * late)
             site = pc._adaptive.sites.get(block)
             planned = site.name if site else None
             pc.Alltoall(send, got)
@@ -60,17 +61,20 @@ for phase, windows in PHASES:
 skews = {b: s.skew for b, s in pc._adaptive.sites.items()}
 everyone = world.allgather((ran, skews))
 assert all(other == everyone[0] for other in everyone), "ranks chose differently"
-# A site's first call is not timed, so its windows end at its calls K + 1, 2K + 1, ...: from
-# the (K + 1)-th call of a phase on, every call runs what a window wholly in the phase agreed.
+# A site's first call is not timed, so its windows end at its calls K, 2K, ... after the
+# first; a window's reduction is finished, and chosen by, at the end of the next one. So from
+# the (2K + 1)-th call of a phase on, every call runs what a window wholly in the phase gave.
 start = 0
 for n, (phase, windows) in enumerate(PHASES):
     steps = ran[start:start + 2 * windows * K]
     start += len(steps)
-    settled = [name for _, _, name, chosen in steps[2 * (K + 1):]]
+    settled = [name for _, _, name, chosen in steps[2 * (2 * K + 1):]]
     if n:                                 # the first phase runs the policy's pick at first
         assert set(settled) == {"pap_direct" if phase == "skewed" else "direct"}, (phase,
                                                                                    settled)
     assert all(name == chosen for *_, name, chosen in steps), steps
+if os.environ.get("SHOW"):
+    print(rank, [(b, round(s.skew, 1), s.base) for b, s in pc._adaptive.sites.items()])
 pc.close()
 world.Barrier()
 if rank == 0:
