@@ -31,7 +31,6 @@ its core. What it costs on every call -- the block from the buffer, two clock re
 more in Python -- docs/adaptive.md gives as measured, and why it is off by default.
 """
 import os
-import time
 
 import numpy as np
 from mpi4py import MPI
