@@ -15,10 +15,16 @@ costs when a call hits a plan further down its site's list, and, with K above it
 when every call misses (each shape evicted just before it comes back). Each row says how many
 of its calls took the full path.
 
+``--adapt K``: one more row, ``auto`` on a Communicator made with PAPCOLL_ADAPT=K (the adaptive
+auto, papcoll/adaptive.py; blocking calls): what following the arrival pattern costs a call
+that has nothing to gain from it.
+
 ``--form nonblocking``: each call is ``Ialltoall`` then ``Wait`` (the baseline MPI's own, through
 mpi4py); ``--form persistent``: a persistent request per shape, made before the rounds, each
 call its ``Start`` then ``Wait``. A request whose shape a plan holds starts by it (requests.py).
 """
+import contextlib
+import sys
 import time
 
 import numpy as np
@@ -27,6 +33,7 @@ from mpi4py import MPI
 import papcoll
 from papcoll.algorithms import AUTO
 
+from .alternate import adaptive_communicator
 from .arrival_measure import buffers, usable_algorithms
 from .options import comma_list, format_size, integer, parse_algorithm, parse_size
 
@@ -46,6 +53,8 @@ def add_arguments(parser):
                         help="shapes the calls cycle through (default 1)")
     parser.add_argument("--form", choices=FORMS, default="blocking",
                         help="blocking calls, or requests: nonblocking, persistent")
+    parser.add_argument("--adapt", type=integer(4),
+                        help="a row for auto with PAPCOLL_ADAPT=K (blocking calls only)")
 
 
 def calls(pc, names, shapes, form):
@@ -75,11 +84,19 @@ def calls(pc, names, shapes, form):
 
 
 def run(args):
-    with papcoll.Communicator(MPI.COMM_WORLD) as pc:
+    if args.adapt and args.form != "blocking":
+        if MPI.COMM_WORLD.Get_rank() == 0:
+            print("papcoll.bench entry: error: --adapt measures blocking calls only",
+                  file=sys.stderr, flush=True)
+        return 2
+    with papcoll.Communicator(MPI.COMM_WORLD) as pc, contextlib.ExitStack() as more:
         rank, size = pc.Get_rank(), pc.Get_size()
         names, skipped = usable_algorithms(pc, args.algorithms)
         shapes = [buffers(rank, size, args.size * (k + 1)) for k in range(args.shapes)]
         rows, held = calls(pc, names, shapes, args.form)
+        if args.adapt:
+            pa = more.enter_context(adaptive_communicator(MPI.COMM_WORLD, args.adapt))
+            rows[f"auto, PAPCOLL_ADAPT={args.adapt}"] = pa.Alltoall
         times = {row: [] for row in rows}
         missed = dict.fromkeys(rows, 0)
         cache = pc._ctx.cache
@@ -97,7 +114,7 @@ def run(args):
                     send, recv, _ = shapes[i % args.shapes]
                     call(send, recv)
                 times[row].append((time.perf_counter() - t0) / args.iterations)
-                missed[row] += 0 if row == BASELINE else cache.misses - misses
+                missed[row] += 0 if row == BASELINE or "ADAPT" in row else cache.misses - misses
         for request in held:
             request.Free()
         per_call = {row: pc.allreduce(float(np.median(t)), op=MPI.MAX) for row, t in times.items()}

@@ -52,10 +52,10 @@ def window(times):
 
 
 class Site:
-    __slots__ = ("block", "name", "skew", "times", "base", "pending")
+    __slots__ = ("block", "key", "skew", "times", "base", "pending")
 
     def __init__(self, block, name):
-        self.block, self.name, self.skew = block, name, None
+        self.block, self.key, self.skew = block, ("a", name), None   # key: the named call's
         self.times = None          # a site's first call builds its plan: not timed
         self.base = float("inf")   # the quickest window's median shortest so far
         self.pending = None        # the last window's reduction: (request, its result)
@@ -67,6 +67,10 @@ class Site:
         spread, base = window([reduced[:k].tolist(), (-reduced[k:]).tolist()])
         self.base = min(self.base, base)
         self.skew = spread / self.base if self.base > 0 else 0.0
+
+    @property
+    def name(self):
+        return self.key[1]
 
 
 class Sites:
@@ -105,7 +109,7 @@ class Sites:
             site.pending = None
             finish(ctx, request, f"adaptive auto: the skew of {site.block}-byte calls")
             site.learn(out)
-            site.name = policy.choose(ctx, site.block, skew=site.skew)
+            site.key = ("a", policy.choose(ctx, site.block, skew=site.skew))
         # each time and its negative, both by MAX: every call's longest and shortest
         values = np.array(site.times + [-t for t in site.times])
         site.times, out = [], np.empty_like(values)

@@ -170,14 +170,17 @@ class Communicator(MPI.Intracomm):
                        lambda ctx: self._full_path(ctx, sendbuf, recvbuf, algorithm))
 
     def _adapted(self, sendbuf, recvbuf):
-        """An adaptive ``auto`` call: its site's algorithm by name, timed; at the end of the
-        site's window, the agreement, which breaks the Communicator if it fails (a peer is
-        then in an unknown state, as after any failed call)."""
-        ctx = self._ctx
-        sites = self._adaptive
+        """An adaptive ``auto`` call: its site's algorithm by name (by that name's plans, as
+        ``Alltoall(..., algorithm=name)``), timed; at the end of the site's window, the
+        agreement, which breaks the Communicator if it fails (a peer is then in an unknown
+        state, as after any failed call)."""
+        ctx, sites = self._ctx, self._adaptive
         site = sites.site(ctx, sendbuf, recvbuf)
         start = time.perf_counter()
-        self.Alltoall(sendbuf, recvbuf, algorithm=site.name)
+        served = self._entry.serve(site.key, sendbuf, recvbuf)
+        if not served:
+            self._call(served, site.key, sendbuf, recvbuf,
+                       lambda ctx: self._full_path(ctx, sendbuf, recvbuf, site.name))
         if sites.timed(site, time.perf_counter() - start):
             if not ctx.lock.acquire(blocking=False):
                 raise CommunicatorStateError(_IN_USE)
