@@ -324,3 +324,47 @@ def test_cma_model_measures_both_kinds_of_memory(tmp_path):
         assert m["gamma"] == {"1": 1.0, "2": m["gamma"]["2"]} and m["alpha_us"] > 0
         assert m["T4_us"] > m["T3_us"] and m["beta_ns_per_byte"] > 0
         assert set(m["throughput_GBps"]) == {"1", "2"}
+
+
+@pytest.mark.mpi
+def test_entry_prices_the_adaptive_auto():
+    res = launch(3, ["-m", "papcoll.bench", "entry", "--size", "24", "--iterations", "20",
+                     "--rounds", "2", "--algorithms", "auto", "--adapt", "4"], timeout=240)
+    assert res.returncode == 0, res.stdout[-4000:]
+    rows = [line[:24].strip() for line in res.stdout.splitlines()
+            if line and not line.startswith(("#", "Row"))]
+    assert rows == ["MPI_Alltoall (mpi4py)", "auto", "auto, PAPCOLL_ADAPT=4"]
+
+
+def test_alternate_summarizes_each_phase_against_its_best_fixed_algorithm():
+    from papcoll.bench import alternate
+    names = ["mpi", "direct", "auto", "adaptive"]
+    # (algorithms, rounds, processes): two rounds a phase, phases MIF 1 then 64
+    us = {"mpi": [10, 10, 50, 50], "direct": [20, 20, 20, 20], "auto": [10, 10, 50, 50],
+          "adaptive": [11, 11, 22, 22]}
+    in_call = np.array([[[t * 1e-6] * 2 for t in us[n]] for n in names])
+    r = alternate.summarize(8, names, in_call, np.array([0, 0, 1, 1]), [1, 64])
+    assert [(p["mif"], p["best"], p["best_us"]) for p in r["phases"]] == [(1, "mpi", 10),
+                                                                           (64, "direct", 20)]
+    assert r["phases"][1]["us"]["adaptive"] == pytest.approx(22)
+    assert (r["best_single"], r["best_single_us"]) == ("direct", 20)   # 20 against mpi's 30
+    assert r["differ"]          # mpi costs the skewed phase 2.5 x, direct the balanced one 2 x
+
+
+@pytest.mark.mpi
+def test_alternate_runs_every_algorithm_through_the_phases(tmp_path):
+    out = tmp_path / "alt.json"
+    res = launch(4, ["-m", "papcoll.bench", "alternate", "--sizes", "8,4K", "--phase", "12",
+                     "--mif", "1,64", "--adapt", "4", "--warmup", "2", "--out", str(out)],
+                 env={"PAPCOLL_NODE_SIZE": "2"}, timeout=240)
+    assert res.returncode == 0, res.stdout[-4000:]
+    doc = json.loads(out.read_text())
+    assert [r["size"] for r in doc["results"]] == [8, 4096]
+    for r in doc["results"]:
+        assert [p["mif"] for p in r["phases"]] == [1, 64]
+        for p in r["phases"]:
+            fixed = {n: t for n, t in p["us"].items() if n not in ("auto", "adaptive")}
+            assert "adaptive" in p["us"] and "auto" in p["us"] and len(fixed) >= 4
+            assert p["best"] == min(fixed, key=fixed.get) and p["best_us"] == min(fixed.values())
+    assert set(doc["adaptive_last_choice"]) == {"8", "4096"}
+    assert "adaptive/best" in res.stdout
