@@ -209,6 +209,12 @@ def test_scale_names_each_cells_best_and_how_far_ahead_it_is():
     assert (cell["best"], cell["runner_up"], cell["mpi_us"]) == ("pap_shm_direct", "pap_direct", 20)
     assert cell["ahead"] == pytest.approx(1.2) and cell["hierarchical"] == pytest.approx(0.5)
     assert cell["firm"] and not scale.cells(rows, 0.3)[0]["firm"]   # 20 % ahead, 30 % error
+    skewed = [{"size": 8, "mif": 128, "algorithm": a, "us": t}
+              for a, t in (("mpi", 100.0), ("pap_direct", 40.0), ("pap_shm_direct", 60.0))]
+    both = scale.cells(rows + skewed, 0.1)
+    # pap_shm_direct is best balanced, pap_direct skewed; pap_shm_direct costs 1.5 x skewed,
+    # pap_direct 1.2 x balanced: the steadiest is pap_direct, 20 % off
+    assert scale.steadiest(both) == ("pap_direct", pytest.approx(1.2))
 
 
 def test_scale_predicts_every_shape_aggregated_above_128_processes(tmp_path):

@@ -43,6 +43,16 @@ def cells(rows, error):
     return table
 
 
+def steadiest(cells_of_size):
+    """(algorithm, its worst ratio to a MIF's best) of the one algorithm that comes nearest the
+    best at every MIF of ``cells_of_size`` (one size's cells): above 1.1, following the arrival
+    pattern can pay there (the adaptive auto's question, docs/adaptive.md)."""
+    names = set.intersection(*(set(c["times"]) for c in cells_of_size))
+    worst = {n: max(c["times"][n] / c["best_us"] for c in cells_of_size) for n in names}
+    name = min(sorted(worst), key=worst.get)
+    return name, worst[name]
+
+
 def report(machine, shapes, sizes, mifs, library, calls, error, out=None):
     """Print every shape's cells (``cells``); with ``out``, write them all as JSON there."""
     everything = []
@@ -52,11 +62,16 @@ def report(machine, shapes, sizes, mifs, library, calls, error, out=None):
               f"{error:.0%}", flush=True)
         print(f"{'size':>9} {'MIF':>4} {'best':16} {'us':>12} {'mpi us':>12} "
               f"{HIERARCHICAL + '/mpi':>19} {'runner-up':16} {'ahead':>6}")
-        for c in cells(shape_rows(machine, nodes, ppn, sizes, mifs, calls, library), error):
+        table = cells(shape_rows(machine, nodes, ppn, sizes, mifs, calls, library), error)
+        for c in table:
             print(f"{c['size']:>9} {c['mif']:>4} {c['best']:16} {c['best_us']:12.1f} "
                   f"{c['mpi_us']:12.1f} {c['hierarchical']:19.2f} {c['runner_up']:16} "
                   f"{c['ahead']:6.2f} {'firm' if c['firm'] else 'close'}", flush=True)
             everything.append({"nodes": nodes, "ppn": ppn, **c})
+        for size in sizes:
+            name, worst = steadiest([c for c in table if c["size"] == size])
+            print(f"# {size} B: {name} comes within {worst - 1:.0%} of every MIF's best"
+                  f"{'' if worst <= 1.1 else ': the arrival pattern decides here'}")
     if out:
         with open(out, "w") as f:
             json.dump({"machine": machine.about, "library": library, "calls": calls,
