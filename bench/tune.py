@@ -9,8 +9,8 @@ MPI's own alltoall go through the random-arrival benchmark's timed loop (arrival
 MIFs, to the best time of that MIF is smallest; consecutive sizes with one winner make one row,
 bounded halfway (geometrically) between the sizes measured. Where the lowest and the highest
 MIF's winners differ by more than 10 %, the size also gets two rows for the adaptive auto
-(PAPCOLL_ADAPT), each for a band of the skew it measures (:func:`banded`). Each row names the shape it was
-measured on, the machine and the command, and serves only that shape (algorithms/policy.py);
+(PAPCOLL_ADAPT), each for a band of the skew it measures (:func:`banded`). Each row names the
+shape it was measured on, the machine and the command, and serves only that shape (policy.py);
 rows of other shapes already in the file are kept, so one file holds several runs. A file
 there that is not a tuning file is left alone, unless ``--replace`` says to replace it.
 
