@@ -201,14 +201,18 @@ def test_validate_compares_each_measured_cell_with_its_own_prediction(tmp_path, 
     assert "same block: 50%" in capsys.readouterr().out   # predicted x over MPI, measured 2x
 
 
-def test_scale_names_each_cells_best_and_how_far_ahead_it_is():
+def test_scale_names_each_cells_best_and_how_far_ahead_of_the_other_side():
     from papcoll.model import scale
     rows = [{"size": 8, "mif": 1, "algorithm": a, "us": t}
             for a, t in (("mpi", 20.0), ("pap_direct", 12.0), ("pap_shm_direct", 10.0))]
     cell, = scale.cells(rows, 0.1)
-    assert (cell["best"], cell["runner_up"], cell["mpi_us"]) == ("pap_shm_direct", "pap_direct", 20)
-    assert cell["ahead"] == pytest.approx(1.2) and cell["hierarchical"] == pytest.approx(0.5)
-    assert cell["firm"] and not scale.cells(rows, 0.3)[0]["firm"]   # 20 % ahead, 30 % error
+    assert (cell["best"], cell["rival"], cell["mpi_us"]) == ("pap_shm_direct", "mpi", 20)
+    assert cell["ahead"] == pytest.approx(2) and cell["hierarchical"] == pytest.approx(0.5)
+    assert cell["firm"] and not scale.cells(rows, 1.5)[0]["firm"]   # 2 x ahead, 150 % error
+    mpi_wins = [dict(r, us=r["us"] * (0.5 if r["algorithm"] == "mpi" else 1)) for r in rows]
+    cell, = scale.cells(mpi_wins, 0.1)                 # mpi 10 against papcoll's best 10
+    assert (cell["best"], cell["rival"], cell["ahead"], cell["firm"]) == ("mpi", "pap_shm_direct",
+                                                                          1.0, False)
     skewed = [{"size": 8, "mif": 128, "algorithm": a, "us": t}
               for a, t in (("mpi", 100.0), ("pap_direct", 40.0), ("pap_shm_direct", 60.0))]
     both = scale.cells(rows + skewed, 0.1)
@@ -225,7 +229,7 @@ def test_scale_predicts_every_shape_aggregated_above_128_processes(tmp_path):
                           "--mif", "1,32", "--calls", "2", "--error", "0.2", "--json",
                           str(tmp_path / "s.json")], capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr
-    assert "# 40 x 4 (160 processes)" in res.stdout and "firm: the best ahead by more than 20%" \
+    assert "# 40 x 4 (160 processes)" in res.stdout and "(papcoll or MPI) by more than 20%" \
         in res.stdout
     cells = json.loads((tmp_path / "s.json").read_text())["cells"]
     assert [(c["nodes"], c["ppn"], c["size"], c["mif"]) for c in cells] == [
