@@ -29,6 +29,7 @@ from mpi4py import MPI
 
 import papcoll
 from papcoll.algorithms import AUTO
+from papcoll.model import scale
 
 from .arrival_measure import (block_rng, buffers, clock_offsets, delay_table, message_time,
                               run_block, usable_algorithms)
@@ -36,7 +37,6 @@ from .options import comma_list, format_size, integer, parse_size
 from .variants import Case, caller
 
 ADAPTIVE = "adaptive"
-DIFFER = 0.10        # phases whose best fixed algorithms differ by more than this
 
 
 def add_arguments(parser):
@@ -95,16 +95,17 @@ def summarize(size, names, in_call, phases, mifs):
     single = min(fixed, key=lambda j: whole[j])
     out.update(us=dict(zip(names, whole.tolist())), best_single=names[single],
                best_single_us=float(whole[single]))
-    # The phases differ where no one fixed algorithm comes within DIFFER of every phase's best:
-    # only there can following the pattern beat the best single algorithm.
-    out["differ"] = min(max(ph["us"][names[j]] / ph["best_us"] for ph in out["phases"])
-                        for j in fixed) > 1 + DIFFER
+    # The phases differ where no one fixed algorithm comes near every phase's best (the model's
+    # rule): only there can following the pattern beat the best single algorithm.
+    _, worst = scale.steadiest([{"times": {names[j]: ph["us"][names[j]] for j in fixed},
+                                 "best_us": ph["best_us"]} for ph in out["phases"]])
+    out["differ"] = worst > 1 + scale.DECIDES
     return out
 
 
 def print_size(r, names):
     print(f"\n{format_size(r['size'])} per peer: phases' best fixed algorithms "
-          f"{'differ' if r['differ'] else 'do not differ'} by more than {DIFFER:.0%}")
+          f"{'differ' if r['differ'] else 'do not differ'} by more than {scale.DECIDES:.0%}")
     print(f"{'MIF':>5} " + " ".join(f"{n[:12]:>12}" for n in names)
           + f" {'best fixed':>16} {'adaptive/best':>13} {'auto/best':>9}")
     for ph in r["phases"] + [dict(mif="all", us=r["us"], best=r["best_single"],

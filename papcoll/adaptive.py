@@ -85,8 +85,8 @@ class Sites:
         try:
             block, rest = divmod(memoryview(recvbuf).nbytes, ctx.size)
         except TypeError:
-            block, rest = parse_alltoall(sendbuf, recvbuf, ctx.size)[1].block, 0
-        if rest:               # not a whole block a peer: the call's own checks say so
+            rest = 1
+        if rest:               # a buffer spec, or not a whole block a peer (its error)
             block = parse_alltoall(sendbuf, recvbuf, ctx.size)[1].block
         site = self.sites.get(block)
         if site is None:
@@ -104,11 +104,9 @@ class Sites:
     def agree(self, ctx, site):
         """The end of ``site``'s window: finish the last window's reduction and choose by it,
         then start this one's."""
-        if site.pending is not None:
-            request, out = site.pending
-            site.pending = None
-            finish(ctx, request, f"adaptive auto: the skew of {site.block}-byte calls")
-            site.learn(out)
+        reduced = _settle(ctx, site, f"adaptive auto: the skew of {site.block}-byte calls")
+        if reduced is not None:
+            site.learn(reduced)
             site.key = ("a", policy.choose(ctx, site.block, skew=site.skew))
         # each time and its negative, both by MAX: every call's longest and shortest
         values = np.array(site.times + [-t for t in site.times])
@@ -118,10 +116,16 @@ class Sites:
     def close(self, ctx):
         """Finish the reductions still open (every rank has the same ones open), bounded."""
         for site in self.sites.values():
-            if site.pending is not None:
-                request, _ = site.pending
-                site.pending = None
-                finish(ctx, request, f"adaptive auto: closing the {site.block}-byte calls")
+            _settle(ctx, site, f"adaptive auto: closing the {site.block}-byte calls")
+
+
+def _settle(ctx, site, what):
+    """Finish ``site``'s open reduction, if any (:func:`finish`); its result, or None."""
+    if site.pending is None:
+        return None
+    (request, out), site.pending = site.pending, None
+    finish(ctx, request, what)
+    return out
 
 
 def finish(ctx, request, what):
