@@ -130,11 +130,16 @@ def banded(rows, sizes, mifs, margin=BAND_MARGIN):
         b = min(names, key=lambda n: mean[n, high])
         if a == b or max(mean[b, low] / mean[a, low], mean[a, high] / mean[b, high]) <= 1 + margin:
             continue
-        spread_a, base = adaptive.window(list(zip(*cells[a, low]["per_rank"]["in_call_us"])))
-        spread_b, _ = adaptive.window(list(zip(*cells[b, high]["per_rank"]["in_call_us"])))
+        spread_a, base = _window(cells[a, low]["per_rank"]["in_call_us"])
+        spread_b, _ = _window(cells[b, high]["per_rank"]["in_call_us"])
         if base > 0 and spread_b > spread_a:
             out[size] = (a, b, math.sqrt(spread_a * spread_b) / base)
     return out
+
+
+def _window(calls):
+    """adaptive.window of the benchmark's record: each call's time in it on every rank."""
+    return adaptive.window([max(c) for c in calls], [min(c) for c in calls])
 
 
 def banded_rows(bands, sizes, shape, measured):

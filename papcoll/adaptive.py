@@ -41,30 +41,30 @@ from .buffers import parse_alltoall
 from .progress import Deadline
 
 
-def window(times):
-    """A window's (median spread, median shortest) in seconds: ``times`` is every rank's list
-    of seconds in the same K calls (a list of lists, by rank); a call's spread is its longest
-    less its shortest."""
-    calls = list(zip(*times))
-    middle = len(calls) // 2
-    return (sorted(max(c) - min(c) for c in calls)[middle],
-            sorted(min(c) for c in calls)[middle])
+def window(longest, shortest):
+    """A window's (median spread, median shortest) in seconds, from each of its calls' longest
+    and shortest time over the ranks (lists, by call); a call's spread is its longest less
+    its shortest."""
+    middle = len(shortest) // 2
+    return (sorted([a - b for a, b in zip(longest, shortest)])[middle], sorted(shortest)[middle])
 
 
 class Site:
-    __slots__ = ("block", "key", "skew", "times", "base", "pending")
+    __slots__ = ("block", "key", "skew", "choose", "times", "count", "base", "pending")
 
-    def __init__(self, block, name):
-        self.block, self.key, self.skew = block, ("a", name), None   # key: the named call's
-        self.times = None          # a site's first call builds its plan: not timed
+    def __init__(self, block, choose):
+        self.block, self.skew, self.choose = block, None, choose   # choose(skew): policy.by_skew
+        self.key = ("a", choose(None))   # the named call's
+        self.times = None          # the window's seconds, then their negatives (the reduction's)
+        self.count = -1            # calls timed in the window; a site's first builds its plan
         self.base = float("inf")   # the quickest window's median shortest so far
         self.pending = None        # the last window's reduction: (request, its result)
 
     def learn(self, reduced):
         """The skew of a window from its reduction: each call's longest time, then each call's
         shortest, negated."""
-        k = len(reduced) // 2
-        spread, base = window([reduced[:k].tolist(), (-reduced[k:]).tolist()])
+        k, values = len(reduced) // 2, reduced.tolist()
+        spread, base = window(values[:k], [-t for t in values[k:]])
         self.base = min(self.base, base)
         self.skew = spread / self.base if self.base > 0 else 0.0
 
@@ -90,16 +90,17 @@ class Sites:
             block = parse_alltoall(sendbuf, recvbuf, ctx.size)[1].block
         site = self.sites.get(block)
         if site is None:
-            site = self.sites[block] = Site(block, policy.choose(ctx, block))
+            site = self.sites[block] = Site(block, policy.by_skew(ctx, block))
         return site
 
     def timed(self, site, seconds):
         """Note a call of ``site`` that took ``seconds``; True at the end of its window."""
-        if site.times is None:
-            site.times = []
-        else:
-            site.times.append(seconds)
-        return len(site.times) >= self.every
+        if site.count >= 0:
+            site.times[site.count] = seconds
+        else:                      # the first call: a window's array, not timed
+            site.times = np.empty(2 * self.every)
+        site.count += 1
+        return site.count == self.every
 
     def agree(self, ctx, site):
         """The end of ``site``'s window: finish the last window's reduction and choose by it,
@@ -107,10 +108,11 @@ class Sites:
         reduced = _settle(ctx, site, f"adaptive auto: the skew of {site.block}-byte calls")
         if reduced is not None:
             site.learn(reduced)
-            site.key = ("a", policy.choose(ctx, site.block, skew=site.skew))
+            site.key = ("a", site.choose(site.skew))
         # each time and its negative, both by MAX: every call's longest and shortest
-        values = np.array(site.times + [-t for t in site.times])
-        site.times, out = [], np.empty_like(values)
+        values, k = site.times, self.every
+        values[k:] = -values[:k]
+        site.times, site.count, out = np.empty(2 * k), 0, np.empty_like(values)
         site.pending = ctx.comm.Iallreduce(values, out, MPI.MAX), out
 
     def close(self, ctx):
@@ -133,6 +135,8 @@ def finish(ctx, request, what):
     sleeping -- a sleeping rank would hold up every other --, as every bounded wait gives up:
     a rank that gave up ends it at once, and at the deadline the ranks that gave no sign are
     named (rendezvous.timed_out)."""
+    if request.Test():             # the usual case: MPI progressed it in the window's calls
+        return
     comm, others = ctx.comm, [q for q in range(ctx.size) if q != ctx.rank]
     polls = 0
 

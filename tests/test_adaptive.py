@@ -14,13 +14,14 @@ from test_registry import fake_ctx
 def test_a_windows_spread_and_call_time_are_medians_over_its_calls():
     # three ranks, five calls: spreads 1, 9, 2, 3, 4 (median 3); shortest 1, 1, 2, 5, 1 (1)
     times = [[2, 10, 4, 8, 5], [1, 1, 2, 5, 1], [1.5, 5, 3, 6, 2]]
-    assert adaptive.window(times) == (3, 1)
+    calls = list(zip(*times))
+    assert adaptive.window([max(c) for c in calls], [min(c) for c in calls]) == (3, 1)
 
 
 def test_a_site_measures_against_its_quickest_window_so_far():
     """A window whose calls stretch (the last to arrive sharing a core) keeps the site's own
     call time from its quickest window: the skew is not hidden by the stretch."""
-    site = adaptive.Site(8, "mpi")
+    site = adaptive.Site(8, lambda skew: "mpi")
     site.learn(np.array([2.0] * 4 + [-1.0] * 4))       # longest 2, shortest 1 in every call
     assert (site.base, site.skew) == (1.0, 1.0)
     site.learn(np.array([100.0] * 4 + [-50.0] * 4))
@@ -36,6 +37,9 @@ def test_skew_bands_serve_adaptive_calls_alone():
     assert policy.choose(ctx, 8) == plain                    # no skew agreed: the plain rows
     assert policy.choose(ctx, 8, skew=9.99) == "direct"
     assert policy.choose(ctx, 8, skew=10.0) == "pap_direct"
+    chooser = policy.by_skew(ctx, 8)                         # a site's, worked out once
+    assert [chooser(s) for s in (None, 0.0, 9.99, 10.0, 1e9)] == \
+        [policy.choose(ctx, 8, skew=s) for s in (None, 0.0, 9.99, 10.0, 1e9)]
 
 
 @pytest.mark.parametrize("row,why", [

@@ -282,17 +282,34 @@ def in_force(rows, ctx):
     return tuple(row for row in rows if not (measured and row.predicted))
 
 
+def _serving(ctx, block, call):
+    """The rows of ``ctx``'s table that serve a ``call`` of ``block`` bytes per peer, skew
+    bands aside, in order."""
+    matching = kinds(ctx.topology)
+    for row in ctx.table:
+        if row.topology in matching and row.call == call \
+                and (call != "alltoall" or row.admits(block, ctx.size)) \
+                and row.serves(ctx) \
+                and lookup(row.algorithm).unsupported(ctx) is None:
+            yield row
+
+
 def choose(ctx, block, call="alltoall", skew=None):
     """The algorithm for a call of ``block`` bytes per peer on ``ctx`` (``call``
     "alltoallv" or "alltoallw": one of those, whose block is not asked), by its table (the
     tuned rows, then the shipped ones); ``skew``: what an adaptive auto's ranks agreed its call
     site saw (adaptive.py), which rows with a skew band ask for (None: they do not serve)."""
-    matching = kinds(ctx.topology)
-    for row in ctx.table:
-        if row.topology in matching and row.call == call \
-                and (call != "alltoall" or row.admits(block, ctx.size)) \
-                and row.admits_skew(skew) \
-                and row.serves(ctx) \
-                and lookup(row.algorithm).unsupported(ctx) is None:
-            return row.algorithm
-    return "mpi"
+    return next((row.algorithm for row in _serving(ctx, block, call) if row.admits_skew(skew)),
+                "mpi")
+
+
+def by_skew(ctx, block):
+    """:func:`choose` for every skew of an adaptive site's ``block``-byte calls, worked out once
+    (a window then asks ``chooser(skew)``, not the table): the serving rows up to the first
+    without a band, whose first that admits a skew is the one ``choose`` finds."""
+    rows = []
+    for row in _serving(ctx, block, "alltoall"):
+        rows.append(row)
+        if row.admits_skew(None):
+            break
+    return lambda skew: next((r.algorithm for r in rows if r.admits_skew(skew)), "mpi")
