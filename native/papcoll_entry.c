@@ -20,7 +20,9 @@
  * every error message, sees each call a plan did not take exactly as it was given.
  */
 #include "papcoll_call.h"
+#include "papcoll_native.h"
 
+#include <string.h>
 #include <structmember.h>
 
 typedef struct {
@@ -104,22 +106,33 @@ static int take_args(const char *what, Py_ssize_t nargs)
     return 0;
 }
 
-/* serve(site, sendbuf, recvbuf) -> True: a plan ran the call (counted); False: none takes
- * it; None: not tried (stale, or the lock is taken). Nothing is held after False or None. */
-static PyObject *serve(Entry *e, PyObject *const *args, Py_ssize_t nargs)
+#define NOT_TRIED (-2)
+
+/* The call taken by one of the site's plans where nothing stale stands in the way and the lock
+ * is free: 1 (counted); 0 none takes it; NOT_TRIED; -1 with a Python error. Nothing is held
+ * after it returns. */
+static int take(Entry *e, PyObject *site, PyObject *sendbuf, PyObject *recvbuf)
 {
-    if (!take_args("serve", nargs))
-        return NULL;
     if (e->stale || e->held || !PyThread_acquire_lock(e->lock, NOWAIT_LOCK))
-        Py_RETURN_NONE;
+        return NOT_TRIED;
     e->held = 1;
     e->calls++;
-    int out = serve_locked(e, args[0], args[1], args[2]);
+    int out = serve_locked(e, site, sendbuf, recvbuf);
     if (out == 0)
         e->calls--; /* Python's path counts it */
     e->held = 0;
     PyThread_release_lock(e->lock);
-    return out < 0 ? NULL : PyBool_FromLong(out);
+    return out;
+}
+
+/* serve(site, sendbuf, recvbuf) -> True: a plan ran the call (counted); False: none takes
+ * it; None: not tried (stale, or the lock is taken). */
+static PyObject *serve(Entry *e, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (!take_args("serve", nargs))
+        return NULL;
+    int out = take(e, args[0], args[1], args[2]);
+    return out == NOT_TRIED ? Py_NewRef(Py_None) : out < 0 ? NULL : PyBool_FromLong(out);
 }
 
 /* run(site, sendbuf, recvbuf) -> as serve(), the lock held and the call counted by the
@@ -134,6 +147,106 @@ static PyObject *run(Entry *e, PyObject *const *args, Py_ssize_t nargs)
     }
     int out = serve_locked(e, args[0], args[1], args[2]);
     return out < 0 ? NULL : PyBool_FromLong(out);
+}
+
+/* The names of an adaptive site's attributes (adaptive.Site) that timed() reads and writes:
+ * ``key``, the call site its plans serve; ``count``, its window's calls timed so far (-1 before
+ * its first); ``times``, the window's seconds then their negatives (2 K doubles). */
+static PyObject *s_key, *s_count, *s_times;
+
+static int interned(void)
+{
+    return s_times != NULL || ((s_key = PyUnicode_InternFromString("key")) != NULL &&
+                               (s_count = PyUnicode_InternFromString("count")) != NULL &&
+                               (s_times = PyUnicode_InternFromString("times")) != NULL);
+}
+
+/* The site's window, where this call can be timed in it: 1, its ``times`` held in ``times``
+ * and the calls timed so far in ``count``; 0 not (the site's first call); -1 with an error. */
+static int window_open(PyObject *site, Py_buffer *times, long *count)
+{
+    PyObject *got = PyObject_GetAttr(site, s_count);
+    if (got == NULL)
+        return -1;
+    *count = PyLong_AsLong(got);
+    Py_DECREF(got);
+    if (*count == -1 && PyErr_Occurred())
+        return -1;
+    if (*count < 0)
+        return 0;
+    if ((got = PyObject_GetAttr(site, s_times)) == NULL)
+        return -1;
+    int ok = PyObject_GetBuffer(got, times, PyBUF_WRITABLE | PyBUF_FORMAT | PyBUF_C_CONTIGUOUS);
+    Py_DECREF(got);
+    if (ok < 0)
+        return -1;
+    if (strcmp(times->format, "d") != 0 || times->itemsize != sizeof(double) ||
+        *count >= times->len / (Py_ssize_t)(2 * sizeof(double))) {
+        PyBuffer_Release(times);
+        PyErr_SetString(PyExc_SystemError, "papcoll Entry.timed: a site's window of another form");
+        return -1;
+    }
+    return 1;
+}
+
+/* timed(sites, sendbuf, recvbuf): an adaptive auto's call (adaptive.py), served and timed in
+ * C, so that Python sees a site's calls only at the end of its window. The site is
+ * ``sites[len(recvbuf) in bytes]``; the call runs as serve() would run the site's ``key``, and
+ * its seconds in the plan go into the site's window. -> True: served and timed; the site:
+ * served, timed, and its window is full (Python agrees on it); None: not taken -- no such site,
+ * its first call, no plan takes it, or what makes serve() decline --, nothing touched. */
+static PyObject *timed(Entry *e, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (!take_args("timed", nargs) || !interned())
+        return NULL;
+    if (e->stale || e->held) /* take() would decline it: spare the lookups */
+        Py_RETURN_NONE;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[2], &view, PyBUF_STRIDES) < 0) {
+        PyErr_Clear(); /* a buffer spec: Python's path parses it */
+        Py_RETURN_NONE;
+    }
+    PyObject *length = PyLong_FromSsize_t(view.len);
+    PyBuffer_Release(&view);
+    if (length == NULL)
+        return NULL;
+    PyObject *site = PyDict_GetItemWithError(args[0], length);
+    Py_DECREF(length);
+    if (site == NULL)
+        return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+    Py_INCREF(site);
+    PyObject *out = NULL, *key = NULL;
+    Py_buffer times;
+    long count;
+    int open = window_open(site, &times, &count);
+    if (open <= 0) {
+        Py_DECREF(site);
+        return open < 0 ? NULL : Py_NewRef(Py_None);
+    }
+    if ((key = PyObject_GetAttr(site, s_key)) == NULL)
+        goto done;
+    int64_t start = pc_now_ns();
+    int served = take(e, key, args[1], args[2]);
+    double seconds = (double)(pc_now_ns() - start) * 1e-9;
+    if (served == -1)
+        goto done;
+    if (served != 1) {
+        out = Py_NewRef(Py_None);
+        goto done;
+    }
+    ((double *)times.buf)[count] = seconds;
+    PyObject *next = PyLong_FromLong(count + 1);
+    if (next == NULL || PyObject_SetAttr(site, s_count, next) < 0) {
+        Py_XDECREF(next);
+        goto done;
+    }
+    Py_DECREF(next);
+    out = Py_NewRef(count + 1 == times.len / (Py_ssize_t)(2 * sizeof(double)) ? site : Py_True);
+done:
+    PyBuffer_Release(&times);
+    Py_XDECREF(key);
+    Py_DECREF(site);
+    return out;
 }
 
 /* acquire(blocking=True) -> whether the lock was taken; a blocked wait lets other threads
@@ -246,6 +359,9 @@ static PyMethodDef entry_methods[] = {
      "serve(site, sendbuf, recvbuf): True served, False no plan takes it, None not tried."},
     {"run", (PyCFunction)(void (*)(void))run, METH_FASTCALL,
      "run(site, sendbuf, recvbuf): as serve, the lock held and the call counted."},
+    {"timed", (PyCFunction)(void (*)(void))timed, METH_FASTCALL,
+     "timed(sites, sendbuf, recvbuf): an adaptive site's call served and timed: True, the site "
+     "(its window full) or None (not taken)."},
     {"acquire", (PyCFunction)(void (*)(void))acquire, METH_VARARGS | METH_KEYWORDS,
      "acquire(blocking=True): take the Communicator's lock."},
     {"release", (PyCFunction)release, METH_NOARGS, "release(): give the lock back."},

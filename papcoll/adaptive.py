@@ -27,8 +27,14 @@ that differs, gives every rank the same algorithm from the same call on: the win
 next. Until the first agreement the site runs what a plain ``auto`` runs. Tried first and
 dropped, on N=4 over 2 cores: a point-to-point meeting (rendezvous.exchange), 4 ms; the
 reduction waited for at once, 70 us in the median but up to milliseconds where a rank is off
-its core. What it costs on every call -- the block from the buffer, two clock readings, a call
-more in Python -- docs/adaptive.md gives as measured, and why it is off by default.
+its core.
+
+**Where it runs.** A call whose plain receive buffer's length names a site (``by_length``)
+is served and timed by the Entry in C (Entry.timed), which writes its seconds into the site's
+window: Python sees the site's calls only at a window's end, to agree. Any other call -- a
+buffer spec, a site's first call, one no plan takes -- is found, served and timed here, as
+the same measure. What it costs, docs/adaptive.md gives as measured, and why it is off by
+default.
 """
 import os
 
@@ -78,12 +84,15 @@ class Sites:
 
     def __init__(self, every):
         self.every, self.sites = every, {}
+        self.by_length = {}    # a plain receive buffer's length in bytes -> its site: the
+                               # Entry serves and times those calls in C (Entry.timed)
 
     def site(self, ctx, sendbuf, recvbuf):
         """The site of this call: its block, which a plain buffer gives by its length (30 us
         less than parsing it), a buffer spec by its parse (a bad one raises here)."""
         try:
-            block, rest = divmod(memoryview(recvbuf).nbytes, ctx.size)
+            length = memoryview(recvbuf).nbytes
+            block, rest = divmod(length, ctx.size)
         except TypeError:
             rest = 1
         if rest:               # a buffer spec, or not a whole block a peer (its error)
@@ -91,6 +100,8 @@ class Sites:
         site = self.sites.get(block)
         if site is None:
             site = self.sites[block] = Site(block, policy.by_skew(ctx, block))
+        if not rest:
+            self.by_length[length] = site
         return site
 
     def timed(self, site, seconds):

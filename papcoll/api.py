@@ -162,35 +162,42 @@ class Communicator(MPI.Intracomm):
         selection policy); else ``PAPCOLL_ALGORITHM``, else the policy. Every rank must choose
         the same. With PAPCOLL_ADAPT, ``auto`` follows the arrival pattern (adaptive.py)."""
         if self._adaptive is not None and algorithm in (None, AUTO):
-            return self._adapted(sendbuf, recvbuf)
+            full = self._entry.timed(self._adaptive.by_length, sendbuf, recvbuf)
+            if full is not True:
+                self._adapted(sendbuf, recvbuf, full)
+            return
         site = ("a", algorithm)
         served = self._entry.serve(site, sendbuf, recvbuf)
         if not served:
             self._call(served, site, sendbuf, recvbuf,
                        lambda ctx: self._full_path(ctx, sendbuf, recvbuf, algorithm))
 
-    def _adapted(self, sendbuf, recvbuf):
-        """An adaptive ``auto`` call: its site's algorithm by name (by that name's plans, as
-        ``Alltoall(..., algorithm=name)``), timed; at the end of the site's window, the
-        agreement, which breaks the Communicator if it fails (a peer is then in an unknown
+    def _adapted(self, sendbuf, recvbuf, full):
+        """An adaptive ``auto`` call the Entry did not serve and time (``full`` None: its site's
+        algorithm by name, by that name's plans, as ``Alltoall(..., algorithm=name)``, timed
+        here), or whose site's window it filled (``full``, the site); at the end of a window,
+        the agreement, which breaks the Communicator if it fails (a peer is then in an unknown
         state, as after any failed call)."""
         ctx, sites = self._ctx, self._adaptive
-        site = sites.site(ctx, sendbuf, recvbuf)
-        start = time.perf_counter()
-        served = self._entry.serve(site.key, sendbuf, recvbuf)
-        if not served:
-            self._call(served, site.key, sendbuf, recvbuf,
-                       lambda ctx: self._full_path(ctx, sendbuf, recvbuf, site.name))
-        if sites.timed(site, time.perf_counter() - start):
-            if not ctx.lock.acquire(blocking=False):
-                raise CommunicatorStateError(_IN_USE)
-            try:
-                sites.agree(ctx, site)
-            except BaseException as err:
-                ctx.fail(err)
-                raise
-            finally:
-                ctx.lock.release()
+        if full is None:
+            site = sites.site(ctx, sendbuf, recvbuf)
+            start = time.perf_counter()
+            served = self._entry.serve(site.key, sendbuf, recvbuf)
+            if not served:
+                self._call(served, site.key, sendbuf, recvbuf,
+                           lambda ctx: self._full_path(ctx, sendbuf, recvbuf, site.name))
+            if not sites.timed(site, time.perf_counter() - start):
+                return
+            full = site
+        if not ctx.lock.acquire(blocking=False):
+            raise CommunicatorStateError(_IN_USE)
+        try:
+            sites.agree(ctx, full)
+        except BaseException as err:
+            ctx.fail(err)
+            raise
+        finally:
+            ctx.lock.release()
 
     def _call(self, served, site, sendbuf, recvbuf, full):
         """A call the Entry did not serve (``served``: False, no plan of ``site`` has its

@@ -5,7 +5,10 @@ arrive skewed by different delays of their own, and balanced ones again. A tunin
 skewed windows measured 1800-18000 here, the balanced 2-150). Every call is checked against
 MPI_Alltoall on data that names its source, destination and index; every rank must have run
 the same algorithm in every call and agreed the same skews; the skewed windows must run
-``pap_direct`` and the balanced ones ``direct``. Rank 0 prints ADAPTIVE OK."""
+``pap_direct`` and the balanced ones ``direct``. Every other 3001-byte call gives buffer specs,
+which Python times; plain calls that a cached plan serves (``pap_direct``'s, here: ``direct``
+has none at 8 B) the Entry serves and times in C, into the same windows. Rank 0 prints
+ADAPTIVE OK."""
 import json
 import os
 import sys
@@ -32,6 +35,11 @@ pc = papcoll.Communicator(world)
 assert pc._adaptive is not None and pc._adaptive.every == K and pc._adaptive is pc._ctx.adaptive
 
 
+python_timed = []                  # the calls Python timed (the Entry timed the others)
+timed = pc._adaptive.timed
+pc._adaptive.timed = lambda site, seconds: (python_timed.append(1), timed(site, seconds))[1]
+
+
 def data(block, call):
     """Bytes that name the source, the destination, the byte's index and the call."""
     i = np.arange(block, dtype=np.int64)
@@ -40,7 +48,7 @@ def data(block, call):
 
 
 PHASES = [("balanced", 4), ("skewed", 4), ("balanced", 4)]       # windows of K calls per site
-ran, call = [], 0
+ran, by, call = [], [], 0   # by: (a buffer spec, what served it, Python timed it), by call
 for phase, windows in PHASES:
     for _ in range(windows * K):
         for block in (8, 3001):
@@ -53,11 +61,19 @@ for phase, windows in PHASES:
                 time.sleep(0.05 if rank == size - 1 else 0.001 * (rank % 3) * late)
             site = pc._adaptive.sites.get(block)
             planned = site.name if site else None
-            pc.Alltoall(send, got)
+            spec, before = block == 3001 and call // 2 % 2, len(python_timed)
+            if spec:
+                pc.Alltoall([send, MPI.BYTE], [got, MPI.BYTE])
+            else:
+                pc.Alltoall(send, got)
             assert np.array_equal(got, want), (rank, call, block)
             ran.append((phase, block, planned or pc.chosen, pc.chosen))
+            by.append((spec, pc.chosen, len(python_timed) > before))
             call += 1
 
+# Python timed every buffer spec; of the plain pap_direct calls, only the first of each site
+assert all(py for spec, _, py in by if spec), by
+assert sum(py for spec, name, py in by if not spec and name == "pap_direct") <= 2, by
 skews = {b: s.skew for b, s in pc._adaptive.sites.items()}
 everyone = world.allgather((ran, skews))
 assert all(other == everyone[0] for other in everyone), "ranks chose differently"
