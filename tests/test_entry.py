@@ -65,3 +65,28 @@ def test_a_new_entry_is_stale_and_serves_nothing():
     entry = _native.Entry(None, None)
     assert entry.stale and entry.serve(("a", None), b"", bytearray()) is None
     assert entry.chosen is None and entry.sites == {}
+
+
+def test_timed_declines_untouched_what_python_must_serve_or_time():
+    """Entry.timed (the adaptive auto's calls, papcoll/adaptive.py): None, and the site's
+    window as it was, for a length no site has, a buffer spec, a site's first call, a call no
+    plan takes, and a stale Entry; a window of another form is an error, not a write."""
+    import numpy as np
+
+    from papcoll.adaptive import Site
+    entry, site = fresh(), Site(8, lambda skew: "mpi")
+    sites = {4: site}
+    assert entry.timed(sites, b"x", bytearray(3)) is None              # no site of 3 bytes
+    assert entry.timed(sites, b"x", [bytearray(4), "spec"]) is None    # a buffer spec
+    assert entry.timed(sites, b"x", bytearray(4)) is None and site.count == -1   # its first
+    site.times, site.count = np.zeros(8), 0
+    assert entry.timed(sites, b"x", bytearray(4)) is None              # no plan takes it
+    assert site.count == 0 and not site.times.any() and entry.misses == 1 and entry.calls == 0
+    entry.stale = True
+    assert entry.timed(sites, b"x", bytearray(4)) is None and entry.misses == 1
+    entry.stale = False
+    for times, count in ((np.zeros(8, np.float32), 0), (np.zeros(8), 4), (b"\0" * 64, 0)):
+        site.times, site.count = times, count
+        with pytest.raises((SystemError, BufferError)):
+            entry.timed(sites, b"x", bytearray(4))
+        assert not entry.locked()
