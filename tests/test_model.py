@@ -53,9 +53,10 @@ def test_incast_queues_at_the_receiving_nic():
         yield Wait((("x", "from"),))
 
     s0, s1 = sender(), sender()
-    # Both in the wire at 4; node 2's NIC takes the second's bytes after the first's: 5.
+    # Both posted at 1, their bytes coming in from 3; node 2's NIC shares its time between the
+    # two, 1 each: both are in at 5 (first come, first served, the first would be in at 4).
     end = run([s0, s1, receiver()], [[0], [1], [2]], [0, 0, 0])
-    assert end[2] == pytest.approx(4.1)       # its one key is the same: the first suffices
+    assert end[2] == pytest.approx(5.1)
 
     def two(tag):
         yield Put(2, 100, ("x", tag), net)
@@ -65,6 +66,26 @@ def test_incast_queues_at_the_receiving_nic():
 
     end = run([two(0), two(1), both()], [[0], [1], [2]], [0, 0, 0])
     assert end[2] == pytest.approx(5.1)
+
+
+def test_a_nic_shares_its_time_among_the_messages_it_has():
+    """Not first come, first served: a second message posted while the first is on the wire
+    slows it (nic.py), so a receiver served first does not get all its data before the next
+    gets any."""
+    net = M.link("net")
+
+    def sender():
+        yield Put(1, 300, ("x",), net)
+        yield Put(2, 300, ("x",), net)
+
+    def receiver():
+        yield Wait((("x",),))
+
+    # Out: the first posted at 1 (3 of work), alone to 2, then shared: in at 6 and 7, its
+    # last byte L = 2 later; in at node 1: from 3 (its first byte), alone to 4, then shared
+    # with the second's (from 4): taken at 8 and 9. Landed at 8 and 9, seen a poll later.
+    end = run([sender(), receiver(), receiver()], [[0], [1, 2]], [0, 0, 0])
+    assert end == pytest.approx([2.0, 8.1, 9.1])
 
 
 def test_a_balanced_direct_at_two_matches_the_hand_count():

@@ -58,8 +58,9 @@ def pairwise(c, p, xor=True):
         dst, src = ((p ^ i, p ^ i) if power else ((p + i) % size, (p - i) % size))
         yield from exchange(c, p, [(dst, n, i)], [(src, n, i)])
         if c.w(p, dst) > 1:                    # aggregated: the steps it stands for go one
-            ln = link(c, p, dst)               # after another, a message's time each
-            yield Sleep((c.w(p, dst) - 1) * (ln.o + ln.wire(n) + c.m.poll))
+            ln = link(c, p, dst)               # after another, a message's latency each (their
+            trips = 1 if n <= ln.eager else 3  # bytes are in its count); a rendezvous's three
+            yield Sleep((c.w(p, dst) - 1) * trips * (ln.o + ln.L + c.m.poll))
 
 
 def scattered(c, p, throttle=32):

@@ -2,8 +2,8 @@
 
 Every parameter is a measured quantity with the measurement that gave it (``source``); none is
 fitted to the times the model predicts. Times are in seconds, sizes in bytes. A link is LogGP's
-(Alexandrov et al.): ``L`` latency, ``o`` the poster's CPU per message, ``g`` the gap between
-two messages leaving one node's NIC, ``G`` seconds per byte; MPI's point-to-point adds its
+(Alexandrov et al.): ``L`` latency, ``o`` the poster's CPU per message, ``g`` the least time a
+message takes its node's NIC (its message rate), ``G`` seconds per byte; MPI's point-to-point adds its
 ``eager`` limit (larger messages wait for the receiver: rendezvous).
 
 The file is JSON: ``{"papcoll_model": 2, "machine": text, "params": {name: {"value": v,

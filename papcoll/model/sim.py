@@ -8,10 +8,13 @@ that yields what it does next, and gets back what it learned:
   core is never idle and the scheduler shares it evenly.
 * ``Put(dst, nbytes, key, link, count=1)``: a write (or MPI message) to ``dst``, posted with
   ``link.o`` of my CPU; ``count`` > 1: it stands for that many alike (aggregate.py), which
-  take ``count`` times the CPU and the NICs' time, and it lands with the last of them. Through a NIC (LogGP): it leaves my node's NIC no sooner than ``g`` (or its bytes,
-  ``n G``) after the one before, travels ``L``, and the destination node's NIC takes its bytes
-  one message after another, so incast queues. A ``shared`` link (MPI inside a node) is a copy
-  by my CPU (``o + n G``), seen ``L`` later. It lands in ``dst``'s mailbox under ``key``.
+  take ``count`` times the CPU and the NICs' time, and it lands with the last of them. Through
+  a NIC (LogGP, nic.py): my node's NIC sends it in ``g`` (or its bytes, ``n G``, if longer), its
+  bytes come into the destination node's NIC ``L`` after they left, taking ``n G`` there, and
+  each NIC's direction shares its time evenly among the messages it has at once, so incast
+  queues; it lands when both have taken it, its last byte ``L`` after it left. A ``shared``
+  link (MPI inside a node) is a copy by my CPU (``o + n G``), seen ``L`` later. It lands in
+  ``dst``'s mailbox under ``key``.
 * ``Signal(dsts, key)``: a store to a flag other processes of my node poll; seen ``flag``
   later.
 * ``Wait(keys, any=False)``: until every key (or one: then it is sent back) is in my mailbox;
@@ -25,6 +28,7 @@ random here: arrivals are the caller's.
 import heapq
 from dataclasses import dataclass
 
+from .nic import Direction
 from .params import Link
 
 
@@ -87,8 +91,7 @@ class Sim:
         self.now, self.heap, self.seq = 0.0, [], 0
         self.box = [{} for _ in range(self.n)]      # key -> (time landed, messages it stands for)
         self.waiting = [None] * self.n
-        self.out = [0.0] * (max(self.node_of) + 1)
-        self.inn = list(self.out)
+        self.nics = [(Direction(self), Direction(self)) for _ in range(max(self.node_of) + 1)]
         self.end = [None] * self.n
         for r, gen in enumerate(procs):
             self._at(arrivals[r], self._step, r, gen, None)
@@ -124,11 +127,7 @@ class Sim:
                 self._at(posted + link.L, self._land, action.dst, action.key, count)
             else:
                 posted = self.now + link.o * share * count
-                node, gap = self.node_of[r], max(link.g, n * link.G)
-                inject = max(posted, self.out[node])
-                self.out[node] = inject + gap * count
-                self._at(inject + gap * (count - 1) + link.wire(n), self._absorb, action,
-                         self.node_of[action.dst])
+                self._at(posted, self._send, action, self.node_of[r])
             self._at(posted, self._step, r, gen, None)
         elif kind is Sleep:
             self._at(self.now + action.seconds, self._step, r, gen, None)
@@ -145,12 +144,26 @@ class Sim:
         else:
             raise TypeError(f"model: rank {r} yielded {action!r}")
 
-    def _absorb(self, put, node):
-        """A message's last byte reaches its node's NIC: it takes the bytes after the ones
-        before it."""
-        done = max(self.now, self.inn[node] + put.nbytes * put.link.G * put.count)
-        self.inn[node] = done
-        self._at(done, self._land, put.dst, put.key, put.count)
+    def _send(self, put, node):
+        """A posted message through my node's NIC and the destination's: it lands once both
+        have taken it (its last byte ``L`` after it left mine)."""
+        link, n, count = put.link, put.nbytes, put.count
+        bytes_out = n * link.G
+        landing = [2, self.now]                 # the NICs still to take it; when it lands
+
+        def taken(at):
+            landing[0] -= 1
+            landing[1] = max(landing[1], at)
+            if landing[0]:
+                return
+            if landing[1] > self.now:
+                self._at(landing[1], self._land, put.dst, put.key, count)
+            else:
+                self._land(put.dst, put.key, count)
+        out, into = self.nics[node][0], self.nics[self.node_of[put.dst]][1]
+        gap = max(link.g, bytes_out)            # its last byte leaves before its gap is over
+        out.add(gap * count, lambda now: taken(now - (gap - bytes_out) + link.L))
+        self._at(self.now + link.L, into.add, bytes_out * count, taken)
 
     def _land(self, r, key, count=1.0):
         self.box[r][key] = (self.now, count)
