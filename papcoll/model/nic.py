@@ -33,35 +33,40 @@ class Direction:
 
     def add(self, work, done):
         """A message of ``work`` seconds alone on the NIC; ``done(now)`` once it is through."""
-        self._advance()
+        jobs, now = self.jobs, self.sim.now
+        if jobs:
+            self.v += (now - self.t) / len(jobs)
+        self.t = now
         self.seq += 1
-        heapq.heappush(self.jobs, (self.v + work, self.seq, done))
+        heapq.heappush(jobs, (self.v + work, self.seq, done))
         self._next()
 
-    def _advance(self):
-        now = self.sim.now
-        if self.jobs:
-            self.v += (now - self.t) / len(self.jobs)
-        self.t = now
-
     def _next(self):
-        if self.jobs:
-            at = max(self.t, self.t + (self.jobs[0][0] - self.v) * len(self.jobs))
+        """The event for the next to finish, unless one as early is waiting."""
+        jobs = self.jobs
+        if jobs:
+            at = self.t + (jobs[0][0] - self.v) * len(jobs)
+            if at < self.t:
+                at = self.t
             if at < self.pending:
                 self.pending = at
                 self.sim._at(at, self._due)
 
     def _due(self):
-        if self.sim.now >= self.pending:
+        jobs, now = self.jobs, self.sim.now
+        if now >= self.pending:
             self.pending = INF
-        self._advance()
+        if jobs:
+            self.v += (now - self.t) / len(jobs)
+        self.t = now
         finished = []
-        jobs = self.jobs
-        if jobs and jobs[0][0] <= self.v + 1e-12 * max(1.0, self.v):
+        if jobs and jobs[0][0] <= self.v + 1e-12 * (self.v if self.v > 1.0 else 1.0):
             due = jobs[0][0]
-            while jobs and jobs[0][0] <= due + 1e-12 * max(1.0, due):
+            close = due + 1e-12 * (due if due > 1.0 else 1.0)
+            while jobs and jobs[0][0] <= close:
                 finished.append(heapq.heappop(jobs)[2])
-            self.v = max(self.v, due)
+            if due > self.v:
+                self.v = due
         self._next()
         for done in finished:
-            done(self.sim.now)
+            done(now)

@@ -72,6 +72,31 @@ class Deadlock(RuntimeError):
     pass
 
 
+class Flight:
+    """A message between two NICs (Sim._send): it lands ``L`` after the later of its sending
+    NIC's last byte (``idle`` before that NIC is done with it) and its receiving NIC's."""
+
+    __slots__ = ("sim", "put", "L", "idle", "left", "at")
+
+    def __init__(self, sim, put, L, idle):
+        self.sim, self.put, self.L, self.idle, self.left, self.at = sim, put, L, idle, 2, 0.0
+
+    def sent(self, now):
+        self._done(now - self.idle)
+
+    def taken(self, now):
+        self._done(now)
+
+    def _done(self, at):
+        self.at, self.left = max(self.at, at + self.L), self.left - 1
+        if not self.left:
+            sim, put = self.sim, self.put
+            if self.at > sim.now:
+                sim._at(self.at, sim._land, put.dst, put.key, put.count)
+            else:
+                sim._land(put.dst, put.key, put.count)
+
+
 class Sim:
     """One call among the ranks of ``nodes`` (a list of lists of ranks, 0..N-1)."""
 
@@ -146,24 +171,15 @@ class Sim:
 
     def _send(self, put, node):
         """A posted message through my node's NIC and the destination's: it lands once both
-        have taken it (its last byte ``L`` after it left mine)."""
+        have taken it, its last byte ``L`` after either. The receiving NIC takes its bytes
+        from when they come, ``L`` after they left: every message's ``L`` later, which is
+        the same as from when they leave, ``L`` added at the end (one event fewer)."""
         link, n, count = put.link, put.nbytes, put.count
         bytes_out = n * link.G
-        landing = [2, self.now]                 # the NICs still to take it; when it lands
-
-        def taken(at):
-            landing[0] -= 1
-            landing[1] = max(landing[1], at)
-            if landing[0]:
-                return
-            if landing[1] > self.now:
-                self._at(landing[1], self._land, put.dst, put.key, count)
-            else:
-                self._land(put.dst, put.key, count)
-        out, into = self.nics[node][0], self.nics[self.node_of[put.dst]][1]
         gap = max(link.g, bytes_out)            # its last byte leaves before its gap is over
-        out.add(gap * count, lambda now: taken(now - (gap - bytes_out) + link.L))
-        self._at(self.now + link.L, into.add, bytes_out * count, taken)
+        flight = Flight(self, put, link.L, gap - bytes_out)
+        self.nics[node][0].add(gap * count, flight.sent)
+        self.nics[self.node_of[put.dst]][1].add(bytes_out * count, flight.taken)
 
     def _land(self, r, key, count=1.0):
         self.box[r][key] = (self.now, count)
