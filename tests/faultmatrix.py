@@ -13,6 +13,7 @@ status: hydra's proxy SIGKILLs the whole job once it reaps a rank that died by a
 import ast
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -109,6 +110,28 @@ def job_processes(marker):
     return found
 
 
+def native_stacks(pids):
+    """Where each rank of ``pids`` is, in C (gdb, where there is one): a hang inside a native
+    call shows in the worker's Python traceback only as that call's line."""
+    if shutil.which("gdb") is None:
+        return ""
+    said = []
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if b"faults.py" not in f.read() or not os.path.basename(
+                        os.readlink(f"/proc/{pid}/exe")).startswith("python"):
+                    continue                      # hydra, or a rank's sh wrapper
+            out = subprocess.run(["gdb", "-batch", "-p", str(pid), "-ex",
+                                  "thread apply all bt 20"],
+                                 capture_output=True, text=True, timeout=30).stdout
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        frames = [x for x in out.splitlines() if x.startswith(("#", "Thread "))]
+        said.append(f"\n--- process {pid}, native:\n" + "\n".join(frames[:60]))
+    return "".join(said)
+
+
 def run_cell(n, fault, argv, env, tmp_path, timeout=TIMEOUT, flags=()):
     """Launch one cell with PAPCOLL_TIMEOUT=``timeout`` (``flags``: mpiexec's, before -n);
     return (output, returncode, problems of the launch itself)."""
@@ -129,7 +152,8 @@ def run_cell(n, fault, argv, env, tmp_path, timeout=TIMEOUT, flags=()):
         try:
             rc = proc.wait(15 * timeout + 15)    # the worker's own limits end it first
         except subprocess.TimeoutExpired:
-            problems.append(f"the job did not end in {15 * timeout + 15:g} s (a hang)")
+            problems.append(f"the job did not end in {15 * timeout + 15:g} s (a hang)"
+                            + native_stacks(job_processes(tag.encode())))
             os.killpg(proc.pid, signal.SIGKILL)
             rc = proc.wait()
         end = time.monotonic() + 3
