@@ -1,7 +1,7 @@
 """The fault matrix on this machine (tests/faultmatrix.py says what each cell does and what it
 must show). By default a subset runs: every fault and every algorithm at least once, the
 hierarchical ones with a master and a non-master victim (about 3 minutes on 2 cores). The
-whole product (232 cells, about 6 minutes):
+whole product (258 cells, about 10 minutes):
 
     PAPCOLL_FAULTS=full .venv/bin/python -m pytest -q -rf tests/test_faults.py
 """

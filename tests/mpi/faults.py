@@ -56,7 +56,7 @@ NODE = int(os.environ.get("PAPCOLL_NODE_SIZE", "0") or 0)
 ALT = {"shm_pap": "cma_pap", "cma_pap": "shm_pap", "direct": "pap_direct",
        "pap_direct": "direct", "pap_direct_copy": "pap_direct_zcopy",
        "pap_direct_zcopy": "pap_direct_copy", "shm_direct": "pap_shm_direct",
-       "pap_shm_direct": "shm_direct"}
+       "pap_shm_direct": "shm_direct", "auto": "direct"}     # auto: never direct in its cells
 LOOPED = ("kill_during", "stop")            # the fault lands at a random point inside a call
 KILLS = ("kill_before", "kill_after", "kill_during")
 LOOP_LIMIT = 20.0 + 3 * TIMEOUT             # a looping rank that sees no error by then says OK
