@@ -14,8 +14,8 @@ from papcoll.model.sim import Cpu, Deadlock, Put, Sim, Wait
 from launcher import launch
 
 # Round numbers, so that every time below can be added up by hand (seconds).
-VALUES = dict(cores=4, entry=3.0, mpi_entry=2.0, poll=0.1, flag=0.2, copy_o=0.5, copy_G=0.001,
-              cma_alpha=1.0, cma_beta=0.002, cma_l=0.5, cma_page=4096, cma_gamma=[1.0, 1.5],
+VALUES = dict(cores=4, entry=3.0, mpi_entry=2.0, poll=0.1, flag=0.2, wake=0.0, copy_o=0.5,
+              copy_G=0.001, cma_alpha=1.0, cma_beta=0.002, cma_l=0.5, cma_page=4096, cma_gamma=[1.0, 1.5],
               net_L=2.0, net_o=1.0, net_g=0.5, net_G=0.01,
               **{f"net_{w}_{k}": v for w in ("given", "exposed")
                  for k, v in dict(L=2.0, o=1.0, g=0.5, G=0.01).items()},
@@ -41,6 +41,32 @@ def test_one_message_lands_after_o_L_and_its_bytes_then_a_poll():
 
     # posted at 1 (o), in at 1 + 2 + 100 x 0.01 = 4, seen a poll later
     assert run([sender(), receiver()], [[0], [1]], [0, 0]) == [1.0, 4.1]
+
+
+def test_a_wait_that_waits_on_a_shared_core_pays_wake_and_one_that_does_not_wait_does_not():
+    sharing = params.make(**{**VALUES, "cores": 1, "wake": 3.0})   # two processes a core
+    net = sharing.link("net")
+
+    def sender():
+        yield Put(1, 100, ("x",), net)
+
+    def waits():                     # waiting from 0: in at 1 x 2 (o, stretched) + 2 + 1 = 5
+        yield Wait((("x",),))
+
+    def late():                      # comes at 10: it is already there
+        yield Wait((("x",),))
+
+    def idle():
+        yield from ()
+
+    nodes = [[0, 2], [1, 3]]
+    # the poll stretched by two; a wait that waited adds wake; the late one only polls
+    assert Sim(sharing, nodes).run([sender(), waits(), idle(), idle()], [0, 0, 0, 0])[1] \
+        == pytest.approx(5 + 2 * 0.1 + 3)
+    assert Sim(sharing, nodes).run([sender(), late(), idle(), idle()], [0, 10, 0, 0])[1] \
+        == pytest.approx(10 + 2 * 0.1)
+    # one process a core: no wake
+    assert Sim(sharing, [[0], [1]]).run([sender(), waits()], [0, 0])[1] == pytest.approx(4.1)
 
 
 def test_incast_queues_at_the_receiving_nic():

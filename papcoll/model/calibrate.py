@@ -232,6 +232,33 @@ def flag_time(node, timeout):
         win.Free()
 
 
+def wake_time(node, flag, timeout):
+    """What a wait that has to wait adds where processes outnumber cores: rounds in which every
+    process of ``node`` (one machine) raises its flag and waits for all the others', as every
+    process of a call waits for the others; on rank 0, the median round less ``flag``. A round
+    needs every process on a core, so where they outnumber the cores it pays the scheduler;
+    where they do not, it is about ``flag``. The median, not the least: the scheduler's cost
+    is its usual delay, not its best."""
+    n, me = node.Get_size(), node.Get_rank()
+    win = MPI.Win.Allocate_shared(64 * n if me == 0 else 0, 8, comm=node)
+    try:
+        buf, _ = win.Shared_query(0)
+        flags = native.Flags(np.frombuffer(buf, np.uint64)[::8])
+        node.Barrier()
+        times = []
+        for k in range(1, 201):
+            start = time.perf_counter()
+            flags.store(me, k)
+            if not all(flags.wait_ge(q, k, timeout) for q in range(n) if q != me):
+                raise TimeoutError("model calibrate: a process of rank 0's machine stopped "
+                                   "raising its flag")
+            times.append(time.perf_counter() - start)
+        node.Barrier()
+        return max(0.0, float(np.median(times)) - flag) if me == 0 else None
+    finally:
+        win.Free()
+
+
 def cma_params(node, pages=64, reps=100):
     """The CMA model's parameters (DESIGN.md), measured as cma.py says: the other ranks of
     ``node`` read rank 0's memory. On rank 0 (values, sources); None elsewhere."""
@@ -305,7 +332,7 @@ def main(argv):
 
     if rank == 0:
         take(local_params())
-    poll = 0.0
+    poll = flag = 0.0
     for kind, partner in (("flag", mate), ("net", far), ("mpi_inter", far), ("mpi_intra", mate)):
         pair = comm.Split(0 if rank in (0, partner) else MPI.UNDEFINED, 0 if rank == 0 else 1)
         if pair != MPI.COMM_NULL:
@@ -324,6 +351,7 @@ def main(argv):
         idle_barrier(comm)          # asleep: the next pair's measurement needs the cores
     if rank in zeros:
         take(cma_params(machine))
+        wake = wake_time(machine, flag, args.timeout)
     machine.Free()
     if rank == 0:
         values["poll"], sources["poll"] = poll, "the transport's poll that finds nothing, least"
@@ -333,6 +361,9 @@ def main(argv):
         values["copy_threshold"] = transport.copy_threshold
         sources["copy_threshold"] = f"the {transport.name} transport's own (measured there)"
         values["flag"], sources["flag"] = flag, "half the least round trip of a flag (C waits)"
+        values["wake"], sources["wake"] = wake, (
+            "rounds where every process of rank 0's machine raises a flag and waits for all "
+            "the others': the median round, less flag")
         values["cores"] = len(os.sched_getaffinity(0)) / len({topo.node_of[r] for r in zeros})
         sources["cores"] = "rank 0's CPUs over the nodes its machine holds"
         about = (f"{MPI.Get_library_version().splitlines()[0].strip()}; {size} processes as "

@@ -28,6 +28,8 @@ SCALARS = {
     "mpi_entry": "MPI_Alltoall's entry through mpi4py, before its first message",
     "poll": "one poll of the transport that finds nothing",
     "flag": "a store on one core until another core's poll sees it",
+    "wake": "where processes outnumber cores: what a wait that has to wait adds before it sees "
+            "its flag or message (the waiter is often off its core)",
     "copy_o": "a memcpy's fixed cost",
     "copy_G": "a memcpy's seconds per byte (the node's copy bandwidth, one core): one figure, or "
               "[footprint bytes, seconds per byte] pairs by the memory a process's call touches "

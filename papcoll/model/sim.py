@@ -18,7 +18,8 @@ that yields what it does next, and gets back what it learned:
 * ``Signal(dsts, key)``: a store to a flag other processes of my node poll; seen ``flag``
   later.
 * ``Wait(keys, any=False)``: until every key (or one: then it is sent back) is in my mailbox;
-  noticing costs a poll.
+  noticing costs a poll, and where processes outnumber cores a wait that had to wait adds
+  ``wake``: the waiter is often off its core when what it waits for comes.
 * ``Poll(keys)``: the keys already in my mailbox (a list), for one poll's CPU.
 * ``Sleep(seconds)``: time that passes without CPU (a wait the model does not play out).
 
@@ -184,9 +185,9 @@ class Sim:
     def _land(self, r, key, count=1.0):
         self.box[r][key] = (self.now, count)
         if self.waiting[r]:
-            self._check(r)
+            self._check(r, woken=True)
 
-    def _check(self, r):
+    def _check(self, r, woken=False):
         wait, gen = self.waiting[r]
         box = self.box[r]
         if wait.any:
@@ -200,4 +201,6 @@ class Sim:
         else:
             found, polls = None, 1.0
         self.waiting[r] = None
-        self._at(self.now + self.m.poll * self.share[r] * polls, self._step, r, gen, found)
+        share = self.share[r]
+        wake = self.m.wake if woken and share > 1 else 0.0
+        self._at(self.now + self.m.poll * share * polls + wake, self._step, r, gen, found)
