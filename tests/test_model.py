@@ -8,13 +8,13 @@ import sys
 import numpy as np
 import pytest
 
-from papcoll.model import params, predict, protocols
+from papcoll.model import extra, params, predict, protocols
 from papcoll.model.sim import Cpu, Deadlock, Put, Sim, Wait
 
 from launcher import launch
 
 # Round numbers, so that every time below can be added up by hand (seconds).
-VALUES = dict(cores=4, entry=3.0, mpi_entry=2.0, poll=0.1, flag=0.2, wake=0.0, copy_o=0.5,
+VALUES = dict(cores=4, entry=3.0, extra={}, mpi_entry=2.0, poll=0.1, flag=0.2, wake=0.0, copy_o=0.5,
               copy_G=0.001, cma_alpha=1.0, cma_beta=0.002, cma_l=0.5, cma_page=4096, cma_gamma=[1.0, 1.5],
               net_L=2.0, net_o=1.0, net_g=0.5, net_G=0.01,
               **{f"net_{w}_{k}": v for w in ("given", "exposed")
@@ -67,6 +67,19 @@ def test_a_wait_that_waits_on_a_shared_core_pays_wake_and_one_that_does_not_wait
         == pytest.approx(10 + 2 * 0.1)
     # one process a core: no wake
     assert Sim(sharing, [[0], [1]]).run([sender(), waits()], [0, 0])[1] == pytest.approx(4.1)
+
+
+def test_an_algorithms_extra_comes_before_its_protocol_and_calibrate_takes_it_as_what_is_left():
+    nodes, zero = [[0], [1]], np.zeros(2)
+    plain = predict.call_time(M, nodes, 8, "pap_direct_copy", zero)
+    more = params.make(**{**VALUES, "extra": {"pap_direct_copy": 5.0}})
+    # both start 5 later, and nothing else moves: the mean time in the call grows by 5
+    assert predict.call_time(more, nodes, 8, "pap_direct_copy", zero) == pytest.approx(plain + 5)
+    assert predict.call_time(more, nodes, 8, "direct", zero) == \
+        pytest.approx(predict.call_time(M, nodes, 8, "direct", zero))
+    assert extra.residuals(M, nodes, {"pap_direct_copy": plain + 3, "direct": 0.0}) == \
+        pytest.approx({"pap_direct_copy": 3.0, "direct": 0.0})
+    assert "shm_pap" in extra.names(False) and "shm_pap" not in extra.names(True)
 
 
 def test_incast_queues_at_the_receiving_nic():

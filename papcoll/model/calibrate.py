@@ -24,7 +24,7 @@ from .. import Communicator, native, topology
 from ..native import xport
 from ..progress import Deadline, idle_barrier
 from ..transport import open_transport, transport_class
-from . import cma, params
+from . import cma, extra, params
 
 SETUP = 60.0                           # seconds any set-up collective may take
 SMALL, MID, BIG = 8, 64 << 10, 1 << 20
@@ -353,6 +353,16 @@ def main(argv):
         take(cma_params(machine))
         wake = wake_time(machine, flag, args.timeout)
     machine.Free()
+    own_node = topo.node_of[mate] == topo.node_of[0]
+    measured = []                   # rank 0's: (the pair's shape, {algorithm: seconds})
+    for partner, between in ((far, True), *(((mate, False),) if own_node else ())):
+        pair = comm.Split(0 if rank in (0, partner) else MPI.UNDEFINED, 0 if rank == 0 else 1)
+        if pair != MPI.COMM_NULL:
+            got = extra.measure(pair, extra.names(between))
+            if got is not None:
+                measured.append(([[0], [1]] if between else [[0, 1]], got))
+            pair.Free()
+        idle_barrier(comm)
     if rank == 0:
         values["poll"], sources["poll"] = poll, "the transport's poll that finds nothing, least"
         transport = transport_class()
@@ -370,6 +380,12 @@ def main(argv):
                  f"{len(topo.nodes)} x {topo.ppn}{' (emulated)' if topo.emulated else ''}, "
                  f"transport {transport.name}; "
                  f"calibrated in {time.monotonic() - started:.1f} s")
+        alone = params.make(about, sources, **{**values, "cores": 2}, extra={})  # cores free
+        values["extra"] = {k: v for nodes, got in measured
+                           for k, v in extra.residuals(alone, nodes, got).items()}
+        sources["extra"] = (f"balanced {extra.BLOCK} B calls between rank 0 and another "
+                            f"node's master (intra-node algorithms: a process of its node), "
+                            f"the others asleep: the median time less the model's play")
         params.save(params.make(about, sources, **values), args.out)
         print(f"model calibrate: {args.out}: {about}")
         for k in params.NAMES:

@@ -28,6 +28,9 @@ SCALARS = {
     "mpi_entry": "MPI_Alltoall's entry through mpi4py, before its first message",
     "poll": "one poll of the transport that finds nothing",
     "flag": "a store on one core until another core's poll sees it",
+    "extra": "by algorithm: what a balanced 8 B call between two processes, cores free, takes "
+             "beyond the model's play of it (papcoll's own work the protocols leave out, such "
+             "as Python's path where no plan serves a call; MPI's own under ``mpi``)",
     "wake": "where processes outnumber cores: what a wait that has to wait adds before it sees "
             "its flag or message (the waiter is often off its core)",
     "copy_o": "a memcpy's fixed cost",
@@ -108,6 +111,10 @@ class Machine:
         g = gamma[min(readers, len(gamma)) - 1]
         return self.cma_alpha + nbytes * self.cma_beta + self.cma_l * g * -(-nbytes // self.cma_page)
 
+    def extra_of(self, algorithm):
+        """Seconds of ``algorithm``'s ``extra`` (0 where it was not measured)."""
+        return self.extra.get(algorithm, 0.0)
+
     def share(self, ppn):
         """Processes per core when ``ppn`` run on a node."""
         return max(1.0, ppn / self.cores)
@@ -127,13 +134,20 @@ def make(about="", sources=None, **values):
         raise ParamsError(f"unknown parameters: {', '.join(unknown)}")
     for k, v in values.items():
         ok = (isinstance(v, list) and v and all(isinstance(x, (int, float)) and x > 0 for x in v)
-              if k == "cma_gamma" else _footprints(v)
+              if k == "cma_gamma" else _by_algorithm(v) if k == "extra" else _footprints(v)
               if k == "copy_G" and isinstance(v, list) else
               isinstance(v, (int, float)) and not isinstance(v, bool)
               and v >= 0 and (k != "cma_page" or v >= 1) and (k != "cores" or v > 0))
         if not ok:
             raise ParamsError(f"parameter {k}: {v!r} is not a valid value")
     return Machine(dict(values), dict(sources or {}), about)
+
+
+def _by_algorithm(table):
+    """An ``extra`` table: {algorithm: seconds >= 0} (an algorithm not in it: 0)."""
+    return isinstance(table, dict) and all(
+        isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0
+        for k, v in table.items())
 
 
 def _footprints(table):

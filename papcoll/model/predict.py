@@ -6,7 +6,7 @@ on, and a cell's the mean over its calls. Each call is simulated event by event 
 import numpy as np
 
 from . import aggregate, mpi_algorithms, protocols
-from .sim import Sim
+from .sim import Cpu, Sim
 
 ALGORITHMS = dict(protocols.PAPCOLL, mpi=None)
 
@@ -54,8 +54,17 @@ def call_time(machine, nodes, block, algorithm, arrive, library="mpich", aggrega
     else:
         protocol = ALGORITHMS[algorithm] if isinstance(algorithm, str) else algorithm
         procs = [protocol(c, p) for p in range(c.size)]
+    extra = machine.extra_of(algorithm) if isinstance(algorithm, str) else 0.0
+    if extra:
+        procs = [_after(extra, proc) for proc in procs]
     end = Sim(machine, nodes).run(procs, arrive)
     return float(np.mean((np.asarray(end) - arrive)[timed]))
+
+
+def _after(seconds, proc):
+    """``proc`` after ``seconds`` of CPU: its algorithm's ``extra`` (params.py)."""
+    yield Cpu(seconds)
+    yield from proc
 
 
 def predict(machine, nodes, sizes, mifs, algorithms=None, calls=30, seed=1, late_fraction=None,
