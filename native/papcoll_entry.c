@@ -192,9 +192,11 @@ static int window_open(PyObject *site, Py_buffer *times, long *count)
 /* timed(sites, sendbuf, recvbuf): an adaptive auto's call (adaptive.py), served and timed in
  * C, so that Python sees a site's calls only at the end of its window. The site is
  * ``sites[len(recvbuf) in bytes]``; the call runs as serve() would run the site's ``key``, and
- * its seconds in the plan go into the site's window. -> True: served and timed; the site:
- * served, timed, and its window is full (Python agrees on it); None: not taken -- no such site,
- * its first call, no plan takes it, or what makes serve() decline --, nothing touched. */
+ * its seconds in the plan go into the site's window. Where ``sites`` holds a key (a tuple) in
+ * place of a site, no skew changes its choice: the call runs as serve() runs that key,
+ * untimed. -> True: served (and timed); the site: served, timed, and its window is full
+ * (Python agrees on it); None: not taken -- no such site, its first call, no plan takes it,
+ * or what makes serve() decline --, nothing touched. */
 static PyObject *timed(Entry *e, PyObject *const *args, Py_ssize_t nargs)
 {
     if (!take_args("timed", nargs) || !interned())
@@ -215,6 +217,11 @@ static PyObject *timed(Entry *e, PyObject *const *args, Py_ssize_t nargs)
     if (site == NULL)
         return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
     Py_INCREF(site);
+    if (PyTuple_CheckExact(site)) { /* a site no skew changes: its key, served untimed */
+        int served = take(e, site, args[1], args[2]);
+        Py_DECREF(site);
+        return served == -1 ? NULL : Py_NewRef(served == 1 ? Py_True : Py_None);
+    }
     PyObject *out = NULL, *key = NULL;
     Py_buffer times;
     long count;

@@ -29,6 +29,11 @@ dropped, on N=4 over 2 cores: a point-to-point meeting (rendezvous.exchange), 4 
 reduction waited for at once, 70 us in the median but up to milliseconds where a rank is off
 its core.
 
+**Where no skew changes the choice** -- no policy row that serves the site has a band, as
+in the shipped table, which names none: bands come from ``bench tune`` or the user's
+tuning file -- the site runs what plain ``auto`` runs, untimed and never agreed on: it costs
+nothing more than plain ``auto``.
+
 **Where it runs.** A call whose plain receive buffer's length names a site (``by_length``)
 is served and timed by the Entry in C (Entry.timed), which writes its seconds into the site's
 window: Python sees the site's calls only at a window's end, to agree. Any other call -- a
@@ -56,10 +61,11 @@ def window(longest, shortest):
 
 
 class Site:
-    __slots__ = ("block", "key", "skew", "choose", "times", "count", "base", "pending")
+    __slots__ = ("block", "key", "skew", "choose", "banded", "times", "count", "base", "pending")
 
-    def __init__(self, block, choose):
+    def __init__(self, block, choose, banded=True):
         self.block, self.skew, self.choose = block, None, choose   # choose(skew): policy.by_skew
+        self.banded = banded       # False: no skew changes its choice, so it is never timed
         self.key = ("a", choose(None))   # the named call's
         self.times = None          # the window's seconds, then their negatives (the reduction's)
         self.count = -1            # calls timed in the window; a site's first builds its plan
@@ -85,7 +91,8 @@ class Sites:
     def __init__(self, every):
         self.every, self.sites = every, {}
         self.by_length = {}    # a plain receive buffer's length in bytes -> its site: the
-                               # Entry serves and times those calls in C (Entry.timed)
+                               # Entry serves and times those calls in C (Entry.timed); or, for
+                               # a site no skew changes, its key: served untimed, as plain auto
 
     def site(self, ctx, sendbuf, recvbuf):
         """The site of this call: its block, which a plain buffer gives by its length (30 us
@@ -99,13 +106,16 @@ class Sites:
             block = parse_alltoall(sendbuf, recvbuf, ctx.size)[1].block
         site = self.sites.get(block)
         if site is None:
-            site = self.sites[block] = Site(block, policy.by_skew(ctx, block))
+            site = self.sites[block] = Site(block, *policy.by_skew(ctx, block))
         if not rest:
-            self.by_length[length] = site
+            self.by_length[length] = site if site.banded else site.key
         return site
 
     def timed(self, site, seconds):
-        """Note a call of ``site`` that took ``seconds``; True at the end of its window."""
+        """Note a call of ``site`` that took ``seconds``; True at the end of its window (never
+        for a site no skew changes)."""
+        if not site.banded:
+            return False
         if site.count >= 0:
             site.times[site.count] = seconds
         else:                      # the first call: a window's array, not timed

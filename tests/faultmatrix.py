@@ -53,10 +53,13 @@ CONFIGS.update({"pap_shm_direct-ns2-nonmaster-200K": (4, "pap_shm_direct", "nonm
                                                    {"PAPCOLL_NODE_SIZE": "3"})})
 # The adaptive auto (PAPCOLL_ADAPT=4): a meeting every 4 timed calls of the looped faults, so a
 # kill or a stop lands in one as often as in a call; the others make too few calls for one.
-# Blocks where auto runs papcoll's own algorithm (MPI's own call waits unbounded).
-CONFIGS.update({"auto-adapt": (3, "auto", "last", 4096, {"PAPCOLL_ADAPT": "4"}),
+# A band in the policy (tests/mpi/banded.json: pap_direct once a skew is agreed), without
+# which a site is never timed nor agreed on. Blocks where auto runs papcoll's own algorithm
+# (MPI's own call waits unbounded).
+ADAPT = {"PAPCOLL_ADAPT": "4", "PAPCOLL_TUNING_FILE": str(HERE / "mpi" / "banded.json")}
+CONFIGS.update({"auto-adapt": (3, "auto", "last", 4096, ADAPT),
                 "auto-adapt-ns2-master": (4, "auto", "master", 8192,
-                                          {"PAPCOLL_ADAPT": "4", "PAPCOLL_NODE_SIZE": "2"})})
+                                          {**ADAPT, "PAPCOLL_NODE_SIZE": "2"})})
 NOT_HERE = {"shm_direct-ns3-master-200K": "kill_during stop"}
 DEFAULT = {  # config: faults. Every fault, every algorithm, masters and non-masters as victims
     "pap_direct-4K": " ".join(FAULTS),
@@ -139,7 +142,7 @@ def run_cell(n, fault, argv, env, tmp_path, timeout=TIMEOUT, flags=()):
     before = leftovers.snapshot()
     full_env = {k: v for k, v in os.environ.items()
                 if k not in ("PAPCOLL_NODE_SIZE", "PAPCOLL_COPY_THRESHOLD", "PAPCOLL_ALGORITHM",
-                             "PAPCOLL_ADAPT")}
+                             "PAPCOLL_ADAPT", "PAPCOLL_TUNING_FILE")}
     full_env.update(env, PAPCOLL_TIMEOUT=f"{timeout:g}", FAULTS_DIR=str(tmp_path))
     full_env.update([tag.split("=")])
     cmd = [MPIEXEC, *flags, *(["-disable-auto-cleanup"] if fault in KILLS else []), "-n", str(n),

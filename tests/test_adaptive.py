@@ -37,9 +37,12 @@ def test_skew_bands_serve_adaptive_calls_alone():
     assert policy.choose(ctx, 8) == plain                    # no skew agreed: the plain rows
     assert policy.choose(ctx, 8, skew=9.99) == "direct"
     assert policy.choose(ctx, 8, skew=10.0) == "pap_direct"
-    chooser = policy.by_skew(ctx, 8)                         # a site's, worked out once
+    chooser, banded = policy.by_skew(ctx, 8)                 # a site's, worked out once
     assert [chooser(s) for s in (None, 0.0, 9.99, 10.0, 1e9)] == \
         [policy.choose(ctx, 8, skew=s) for s in (None, 0.0, 9.99, 10.0, 1e9)]
+    assert banded
+    plain_chooser, banded = policy.by_skew(fake_ctx([2, 2], False, emulated=False), 8)
+    assert not banded and plain_chooser(1e9) == plain_chooser(None) == plain  # the shipped rows
 
 
 @pytest.mark.parametrize("row,why", [

@@ -306,10 +306,15 @@ def choose(ctx, block, call="alltoall", skew=None):
 def by_skew(ctx, block):
     """:func:`choose` for every skew of an adaptive site's ``block``-byte calls, worked out once
     (a window then asks ``chooser(skew)``, not the table): the serving rows up to the first
-    without a band, whose first that admits a skew is the one ``choose`` finds."""
+    without a band, whose first that admits a skew is the one ``choose`` finds. Returns
+    (chooser, banded): ``banded`` is False where no such row has a band, so that every skew
+    gets what no skew gets."""
     rows = []
     for row in _serving(ctx, block, "alltoall"):
         rows.append(row)
         if row.admits_skew(None):
             break
-    return lambda skew: next((r.algorithm for r in rows if r.admits_skew(skew)), "mpi")
+
+    def chooser(skew):
+        return next((r.algorithm for r in rows if r.admits_skew(skew)), "mpi")
+    return chooser, any(not r.admits_skew(None) for r in rows)

@@ -7,7 +7,9 @@ MPI_Alltoall on data that names its source, destination and index; every rank mu
 the same algorithm in every call and agreed the same skews; the skewed windows must run
 ``pap_direct`` and the balanced ones ``direct``. Calls that a cached plan serves
 (``pap_direct``'s, here: ``direct`` has none at these sizes) the Entry serves and times in C;
-the others Python, into the same windows. Rank 0 prints ADAPTIVE OK."""
+the others Python, into the same windows. Then, on the shipped table (no band), a site runs
+what plain auto runs, served by its plan, untimed and never agreed on. Rank 0 prints
+ADAPTIVE OK."""
 import json
 import os
 import sys
@@ -88,6 +90,29 @@ for n, (phase, windows) in enumerate(PHASES):
 if os.environ.get("SHOW"):
     print(rank, [(b, round(s.skew, 1), s.base) for b, s in pc._adaptive.sites.items()])
 pc.close()
+
+# The shipped table names no band: no skew changes a site's choice, so its calls run what
+# plain auto runs, untimed and never agreed on -- the Entry serves them by the site's key.
+del os.environ["PAPCOLL_TUNING_FILE"]
+fixed = papcoll.Communicator(world)
+del os.environ["PAPCOLL_ADAPT"]
+plain = papcoll.Communicator(world)
+assert fixed._adaptive is not None and plain._adaptive is None
+for call in range(3 * K):
+    send = data(8, call)
+    want, got, also = np.empty_like(send), np.zeros_like(send), np.zeros_like(send)
+    world.Alltoall(send, want)
+    plain.Alltoall(send, also)
+    hits = fixed._entry.hits
+    fixed.Alltoall(send, got)
+    assert np.array_equal(got, want) and np.array_equal(also, want), (rank, call)
+    assert fixed.chosen == plain.chosen, (fixed.chosen, plain.chosen)
+    assert call == 0 or fixed._entry.hits == hits + 1, "not served by its plan in C"
+site = fixed._adaptive.sites[8]
+assert not site.banded and site.count == -1 and site.pending is None and site.times is None
+assert fixed._adaptive.by_length[8 * size] == site.key
+fixed.close()
+plain.close()
 world.Barrier()
 if rank == 0:
     print("ADAPTIVE OK", skews, flush=True)
