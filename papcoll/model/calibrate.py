@@ -16,6 +16,7 @@ import mmap
 import os
 import sys
 import time
+from contextlib import contextmanager
 
 import numpy as np
 from mpi4py import MPI
@@ -211,14 +212,23 @@ def net_link(pair, timeout, where="inbox"):
              "G": f"one-way times of {MID} B and {BIG} B writes{into}: the slope"}, poll)
 
 
-def flag_time(node, timeout):
-    """Half the least round trip of a flag between ranks 0 and 1 of ``node`` (one machine)
-    through shared memory, each side waiting in C (native.Flags)."""
-    win = MPI.Win.Allocate_shared(128 if node.Get_rank() == 0 else 0, 8, comm=node)
+@contextmanager
+def shared_flags(node):
+    """One flag a process of ``node`` (one machine), a cache line apart, in memory they share,
+    each side waiting in C (native.Flags); freed after."""
+    win = MPI.Win.Allocate_shared(64 * node.Get_size() if node.Get_rank() == 0 else 0, 8,
+                                  comm=node)
     try:
         buf, _ = win.Shared_query(0)
-        flags = native.Flags(np.frombuffer(buf, np.uint64)[::8])
-        me = node.Get_rank()
+        yield native.Flags(np.frombuffer(buf, np.uint64)[::8])
+    finally:
+        win.Free()
+
+
+def flag_time(node, timeout):
+    """Half the least round trip of a flag between ranks 0 and 1 of ``node`` (one machine)."""
+    me = node.Get_rank()
+    with shared_flags(node) as flags:
         node.Barrier()
         times = []
         for k in range(1, 201):
@@ -233,9 +243,7 @@ def flag_time(node, timeout):
                 raise TimeoutError("model calibrate: the flag's partner never answered")
             times.append(time.perf_counter() - start)
         node.Barrier()
-        return min(times) / 2
-    finally:
-        win.Free()
+    return min(times) / 2
 
 
 def wake_time(node, flag, timeout):
@@ -246,10 +254,7 @@ def wake_time(node, flag, timeout):
     where they do not, it is about ``flag``. The median, not the least: the scheduler's cost
     is its usual delay, not its best."""
     n, me = node.Get_size(), node.Get_rank()
-    win = MPI.Win.Allocate_shared(64 * n if me == 0 else 0, 8, comm=node)
-    try:
-        buf, _ = win.Shared_query(0)
-        flags = native.Flags(np.frombuffer(buf, np.uint64)[::8])
+    with shared_flags(node) as flags:
         node.Barrier()
         times = []
         for k in range(1, 201):
@@ -260,9 +265,7 @@ def wake_time(node, flag, timeout):
                                    "raising its flag")
             times.append(time.perf_counter() - start)
         node.Barrier()
-        return max(0.0, float(np.median(times)) - flag) if me == 0 else None
-    finally:
-        win.Free()
+    return max(0.0, float(np.median(times)) - flag) if me == 0 else None
 
 
 def cma_params(node, pages=64, reps=100):
