@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-from papcoll.model import extra, params, predict, protocols
+from papcoll.model import extra, params, predict, protocols, scheduler
 from papcoll.model.sim import Cpu, Deadlock, Put, Sim, Wait
 
 from launcher import launch
@@ -67,6 +67,16 @@ def test_a_wait_that_waits_on_a_shared_core_pays_wake_and_one_that_does_not_wait
         == pytest.approx(10 + 2 * 0.1)
     # one process a core: no wake
     assert Sim(sharing, [[0], [1]]).run([sender(), waits()], [0, 0])[1] == pytest.approx(4.1)
+
+
+def test_wake_is_the_mean_of_rounds_without_their_preemptions_not_a_mode_the_median_picks():
+    # rounds either quick (all on a core) or a scheduler's slice, and five preemptions
+    quick, slice_, preempted = [2.0] * 50, [12.0] * 50, [5000.0] * 5
+    # a round more of either mode moves the median from one mode to the other
+    assert np.median(quick + slice_ + [2.0]) == 2.0 and np.median(quick + slice_ + [12.0]) == 12.0
+    # the mean of the quickest 95 % (99 of 105: the preemptions and one slice out) does not
+    assert scheduler.usual(quick + slice_ + preempted) == pytest.approx((100 + 49 * 12) / 99)
+    assert scheduler.usual([3.0]) == 3.0
 
 
 def test_an_algorithms_extra_comes_before_its_protocol_and_calibrate_takes_it_as_what_is_left():

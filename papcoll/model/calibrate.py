@@ -16,7 +16,6 @@ import mmap
 import os
 import sys
 import time
-from contextlib import contextmanager
 
 import numpy as np
 from mpi4py import MPI
@@ -25,7 +24,7 @@ from .. import Communicator, native, topology
 from ..native import xport
 from ..progress import Deadline, idle_barrier
 from ..transport import open_transport, transport_class
-from . import cma, extra, params
+from . import cma, extra, params, scheduler
 
 SETUP = 60.0                           # seconds any set-up collective may take
 SMALL, MID, BIG = 8, 64 << 10, 1 << 20
@@ -212,62 +211,6 @@ def net_link(pair, timeout, where="inbox"):
              "G": f"one-way times of {MID} B and {BIG} B writes{into}: the slope"}, poll)
 
 
-@contextmanager
-def shared_flags(node):
-    """One flag a process of ``node`` (one machine), a cache line apart, in memory they share,
-    each side waiting in C (native.Flags); freed after."""
-    win = MPI.Win.Allocate_shared(64 * node.Get_size() if node.Get_rank() == 0 else 0, 8,
-                                  comm=node)
-    try:
-        buf, _ = win.Shared_query(0)
-        yield native.Flags(np.frombuffer(buf, np.uint64)[::8])
-    finally:
-        win.Free()
-
-
-def flag_time(node, timeout):
-    """Half the least round trip of a flag between ranks 0 and 1 of ``node`` (one machine)."""
-    me = node.Get_rank()
-    with shared_flags(node) as flags:
-        node.Barrier()
-        times = []
-        for k in range(1, 201):
-            start = time.perf_counter()
-            if me == 0:
-                flags.store(0, k)
-                ok = flags.wait_ge(1, k, timeout)
-            else:
-                ok = flags.wait_ge(0, k, timeout)
-                flags.store(1, k)
-            if not ok:
-                raise TimeoutError("model calibrate: the flag's partner never answered")
-            times.append(time.perf_counter() - start)
-        node.Barrier()
-    return min(times) / 2
-
-
-def wake_time(node, flag, timeout):
-    """What a wait that has to wait adds where processes outnumber cores: rounds in which every
-    process of ``node`` (one machine) raises its flag and waits for all the others', as every
-    process of a call waits for the others; on rank 0, the median round less ``flag``. A round
-    needs every process on a core, so where they outnumber the cores it pays the scheduler;
-    where they do not, it is about ``flag``. The median, not the least: the scheduler's cost
-    is its usual delay, not its best."""
-    n, me = node.Get_size(), node.Get_rank()
-    with shared_flags(node) as flags:
-        node.Barrier()
-        times = []
-        for k in range(1, 201):
-            start = time.perf_counter()
-            flags.store(me, k)
-            if not all(flags.wait_ge(q, k, timeout) for q in range(n) if q != me):
-                raise TimeoutError("model calibrate: a process of rank 0's machine stopped "
-                                   "raising its flag")
-            times.append(time.perf_counter() - start)
-        node.Barrier()
-    return max(0.0, float(np.median(times)) - flag) if me == 0 else None
-
-
 def cma_params(node, pages=64, reps=100):
     """The CMA model's parameters (DESIGN.md), measured as cma.py says: the other ranks of
     ``node`` read rank 0's memory. On rank 0 (values, sources); None elsewhere."""
@@ -346,7 +289,7 @@ def main(argv):
         pair = comm.Split(0 if rank in (0, partner) else MPI.UNDEFINED, 0 if rank == 0 else 1)
         if pair != MPI.COMM_NULL:
             if kind == "flag":
-                flag = flag_time(pair, args.timeout)
+                flag = scheduler.flag_time(pair, args.timeout)
             elif kind == "net":
                 for where, prefix in (("inbox", "net_"), ("given", "net_given_"),
                                       ("exposed", "net_exposed_")):
@@ -360,7 +303,7 @@ def main(argv):
         idle_barrier(comm)          # asleep: the next pair's measurement needs the cores
     if rank in zeros:
         take(cma_params(machine))
-        wake = wake_time(machine, flag, args.timeout)
+        wake = scheduler.wake_time(machine, flag, args.timeout)
     machine.Free()
     own_node = topo.node_of[mate] == topo.node_of[0]
     measured = []                   # rank 0's: (the pair's shape, {algorithm: seconds})
@@ -382,7 +325,7 @@ def main(argv):
         values["flag"], sources["flag"] = flag, "half the least round trip of a flag (C waits)"
         values["wake"], sources["wake"] = wake, (
             "rounds where every process of rank 0's machine raises a flag and waits for all "
-            "the others': the median round, less flag")
+            "the others': the mean of the quickest 95 %, less flag")
         values["cores"] = len(os.sched_getaffinity(0)) / len({topo.node_of[r] for r in zeros})
         sources["cores"] = "rank 0's CPUs over the nodes its machine holds"
         about = (f"{MPI.Get_library_version().splitlines()[0].strip()}; {size} processes as "
