@@ -54,6 +54,8 @@ int pc_add_core(PyObject *module);
 int pc_add_xport(PyObject *module);
 /* Add the Entry type (papcoll_entry.c) to the module: 0, or -1 with a Python error. */
 int pc_add_entry(PyObject *module);
+/* Add the adaptive auto's window functions (papcoll_window.c). */
+int pc_add_window(PyObject *module);
 
 PyObject *pc_bindv(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 

@@ -151,7 +151,7 @@ static PyObject *run(Entry *e, PyObject *const *args, Py_ssize_t nargs)
 
 /* The names of an adaptive site's attributes (adaptive.Site) that timed() reads and writes:
  * ``key``, the call site its plans serve; ``count``, its window's calls timed so far (-1 before
- * its first); ``times``, the window's seconds then their negatives (2 K doubles). */
+ * its first); ``times``, the window's seconds (K doubles). */
 static PyObject *s_key, *s_count, *s_times;
 
 static int interned(void)
@@ -181,7 +181,7 @@ static int window_open(PyObject *site, Py_buffer *times, long *count)
     if (ok < 0)
         return -1;
     if (strcmp(times->format, "d") != 0 || times->itemsize != sizeof(double) ||
-        *count >= times->len / (Py_ssize_t)(2 * sizeof(double))) {
+        *count >= times->len / (Py_ssize_t)sizeof(double)) {
         PyBuffer_Release(times);
         PyErr_SetString(PyExc_SystemError, "papcoll Entry.timed: a site's window of another form");
         return -1;
@@ -248,7 +248,7 @@ static PyObject *timed(Entry *e, PyObject *const *args, Py_ssize_t nargs)
         goto done;
     }
     Py_DECREF(next);
-    out = Py_NewRef(count + 1 == times.len / (Py_ssize_t)(2 * sizeof(double)) ? site : Py_True);
+    out = Py_NewRef(count + 1 == times.len / (Py_ssize_t)sizeof(double) ? site : Py_True);
 done:
     PyBuffer_Release(&times);
     Py_XDECREF(key);

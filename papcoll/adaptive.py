@@ -18,7 +18,8 @@ shares its core with those that wait, and its call stretches with the skew it sh
 (docs/adaptive.md).
 
 **The agreement.** At the end of each window of K calls of a site, its ranks start one
-MPI_Iallreduce of the window's times on papcoll's private communicator, and finish it at the
+reduction (MAX) of the window's times on papcoll's private communicator -- the site's
+persistent MPI_Allreduce_init, made in its first call --, and finish it at the
 end of the next window, where it has long completed in the calls between (MPI progresses it
 in theirs): so no call waits for it. The wait there is bounded by PAPCOLL_TIMEOUT and names a
 rank that does not come, as every bounded wait does. Every rank then holds the same numbers --
@@ -38,15 +39,17 @@ nothing more than plain ``auto``.
 is served and timed by the Entry in C (Entry.timed), which writes its seconds into the site's
 window: Python sees the site's calls only at a window's end, to agree. Any other call -- a
 buffer spec, a site's first call, one no plan takes -- is found, served and timed here, as
-the same measure. What it costs, docs/adaptive.md gives as measured, and why it is off by
-default.
+the same measure. The window's end is C's too (native/papcoll_window.c: the medians, the
+reduction's test and start, the arrays), but for the choice, which the policy's chooser
+makes, and for a reduction still in flight, which Python waits for, bounded. What it costs,
+docs/adaptive.md gives as measured, and why it is off by default.
 """
 import os
 
 import numpy as np
 from mpi4py import MPI
 
-from . import progress, rendezvous
+from . import _native, progress, rendezvous
 from .algorithms import policy
 from .buffers import parse_alltoall
 from .progress import Deadline
@@ -54,31 +57,25 @@ from .progress import Deadline
 
 def window(longest, shortest):
     """A window's (median spread, median shortest) in seconds, from each of its calls' longest
-    and shortest time over the ranks (lists, by call); a call's spread is its longest less
-    its shortest."""
-    middle = len(shortest) // 2
-    return (sorted([a - b for a, b in zip(longest, shortest)])[middle], sorted(shortest)[middle])
+    and shortest time over the ranks (by call); a call's spread is its longest less its
+    shortest. In C (native/papcoll_window.c), where a site's window ends."""
+    return _native.window(np.asarray(longest, float), np.asarray(shortest, float))
 
 
 class Site:
-    __slots__ = ("block", "key", "skew", "choose", "banded", "times", "count", "base", "pending")
+    __slots__ = ("block", "key", "skew", "choose", "banded", "times", "send", "out", "reduce",
+                 "count", "base", "pending")
 
     def __init__(self, block, choose, banded=True):
         self.block, self.skew, self.choose = block, None, choose   # choose(skew): policy.by_skew
         self.banded = banded       # False: no skew changes its choice, so it is never timed
         self.key = ("a", choose(None))   # the named call's
-        self.times = None          # the window's seconds, then their negatives (the reduction's)
+        self.times = None          # the window's seconds (Sites.open, for a banded site)
+        self.send = self.out = None     # the reduction's: the times and their negatives; result
+        self.reduce = None         # the persistent reduction of send into out
         self.count = -1            # calls timed in the window; a site's first builds its plan
         self.base = float("inf")   # the quickest window's median shortest so far
-        self.pending = None        # the last window's reduction: (request, its result)
-
-    def learn(self, reduced):
-        """The skew of a window from its reduction: each call's longest time, then each call's
-        shortest, negated."""
-        k, values = len(reduced) // 2, reduced.tolist()
-        spread, base = window(values[:k], [-t for t in values[k:]])
-        self.base = min(self.base, base)
-        self.skew = spread / self.base if self.base > 0 else 0.0
+        self.pending = None        # ``reduce`` while in flight, until learnt from
 
     @property
     def name(self):
@@ -107,51 +104,57 @@ class Sites:
         site = self.sites.get(block)
         if site is None:
             site = self.sites[block] = Site(block, *policy.by_skew(ctx, block))
+            if site.banded:
+                self.open(ctx, site)
         if not rest:
             self.by_length[length] = site if site.banded else site.key
         return site
+
+    def open(self, ctx, site):
+        """A banded site's window: its arrays and its persistent reduction, made in its first
+        call, which every rank makes in the same order (the reduction's making is a
+        collective's)."""
+        k = self.every
+        site.times, site.send, site.out = np.empty(k), np.empty(2 * k), np.empty(2 * k)
+        site.reduce = ctx.comm.Allreduce_init(site.send, site.out, MPI.MAX)
 
     def timed(self, site, seconds):
         """Note a call of ``site`` that took ``seconds``; True at the end of its window (never
         for a site no skew changes)."""
         if not site.banded:
             return False
-        if site.count >= 0:
+        if site.count >= 0:        # (the first call, which builds the plan, is not timed)
             site.times[site.count] = seconds
-        else:                      # the first call: a window's array, not timed
-            site.times = np.empty(2 * self.every)
         site.count += 1
         return site.count == self.every
 
     def agree(self, ctx, site):
-        """The end of ``site``'s window: finish the last window's reduction and choose by it,
-        then start this one's."""
-        reduced = _settle(ctx, site, f"adaptive auto: the skew of {site.block}-byte calls")
-        if reduced is not None:
-            site.learn(reduced)
-            site.key = ("a", site.choose(site.skew))
-        # each time and its negative, both by MAX: every call's longest and shortest
-        values, k = site.times, self.every
-        values[k:] = -values[:k]
-        site.times, site.count, out = np.empty(2 * k), 0, np.empty_like(values)
-        site.pending = ctx.comm.Iallreduce(values, out, MPI.MAX), out
+        """The end of ``site``'s window (_native.window_end): learn from the last window's
+        reduction and choose by it, then start this one's. Where that reduction is still in
+        flight, wait for it first, bounded."""
+        if not _native.window_end(site):
+            _settle(ctx, site, f"adaptive auto: the skew of {site.block}-byte calls")
+            _native.window_end(site)
 
     def close(self, ctx):
-        """Finish the reductions still open (every rank has the same ones open), bounded."""
+        """Finish the reductions still open (every rank has the same ones open), bounded, and
+        free them."""
         for site in self.sites.values():
-            _settle(ctx, site, f"adaptive auto: closing the {site.block}-byte calls")
+            if site.pending is not None:
+                _settle(ctx, site, f"adaptive auto: closing the {site.block}-byte calls")
+                site.pending = None
+            if site.reduce is not None:
+                site.reduce.Free()
+                site.reduce = None
 
 
 def _settle(ctx, site, what):
-    """Finish ``site``'s open reduction, if any (:func:`finish`); its result, or None."""
-    if site.pending is None:
-        return None
-    (request, out), site.pending = site.pending, None
-    finish(ctx, request, what)
-    return out
+    """Wait for ``site``'s reduction in flight (:func:`finish`); its arrays stay alive with it
+    where that fails."""
+    finish(ctx, site.pending, what, (site.send, site.out))
 
 
-def finish(ctx, request, what):
+def finish(ctx, request, what, buffers=()):
     """Wait for ``request`` (a reduction of every rank's) under PAPCOLL_TIMEOUT without
     sleeping -- a sleeping rank would hold up every other --, as every bounded wait gives up:
     a rank that gave up ends it at once, and at the deadline the ranks that gave no sign are
@@ -174,5 +177,5 @@ def finish(ctx, request, what):
         progress.wait(step, Deadline(ctx.timeout),
                       lambda: rendezvous.timed_out(comm, what, others, ctx.timeout))
     except BaseException:
-        rendezvous.keep([request])      # its buffers stay alive while MPI may still write them
+        rendezvous.keep([request, *buffers])   # alive while MPI may still write them
         raise

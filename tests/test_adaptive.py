@@ -1,10 +1,12 @@
 """The adaptive auto (PAPCOLL_ADAPT; papcoll/adaptive.py): its measure, the policy's skew bands,
 the setting, and, under MPI, that every rank runs the same algorithm in every call while the
 arrival pattern changes, with the data checked against MPI_Alltoall."""
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
-from papcoll import adaptive, config
+from papcoll import _native, adaptive, config
 from papcoll.algorithms import policy
 from papcoll.errors import ConfigError
 
@@ -18,14 +20,54 @@ def test_a_windows_spread_and_call_time_are_medians_over_its_calls():
     assert adaptive.window([max(c) for c in calls], [min(c) for c in calls]) == (3, 1)
 
 
+def test_the_medians_in_c_are_a_sort_s_middle_for_odd_and_even_windows():
+    rng = np.random.default_rng(7)
+    for k in (1, 2, 5, 16, 17):
+        shortest = rng.random(k)
+        longest = shortest + rng.random(k)
+        want = (sorted(longest - shortest)[k // 2], sorted(shortest)[k // 2])
+        assert adaptive.window(longest, shortest) == want
+    with pytest.raises(ValueError, match="as many longest as shortest"):
+        _native.window(np.zeros(3), np.zeros(2))
+    with pytest.raises(TypeError, match="float64"):
+        _native.window(np.zeros(3, np.float32), np.zeros(3, np.float32))
+
+
 def test_a_site_measures_against_its_quickest_window_so_far():
     """A window whose calls stretch (the last to arrive sharing a core) keeps the site's own
-    call time from its quickest window: the skew is not hidden by the stretch."""
-    site = adaptive.Site(8, lambda skew: "mpi")
-    site.learn(np.array([2.0] * 4 + [-1.0] * 4))       # longest 2, shortest 1 in every call
-    assert (site.base, site.skew) == (1.0, 1.0)
-    site.learn(np.array([100.0] * 4 + [-50.0] * 4))
-    assert (site.base, site.skew) == (1.0, 50.0)       # not 50 / 50
+    call time from its quickest window: the skew is not hidden by the stretch. The site's
+    chooser then names its algorithm by that skew."""
+    site = adaptive.Site(8, lambda skew: "mpi" if skew is None or skew < 10 else "pap_direct")
+    _native.window_learn(site, np.array([2.0] * 4 + [-1.0] * 4))   # longest 2, shortest 1
+    assert (site.base, site.skew, site.key) == (1.0, 1.0, ("a", "mpi"))
+    _native.window_learn(site, np.array([100.0] * 4 + [-50.0] * 4))
+    assert (site.base, site.skew, site.key) == (1.0, 50.0, ("a", "pap_direct"))   # not 50 / 50
+
+
+def test_a_window_ends_by_starting_its_reduction_and_learns_when_it_has_completed():
+    """window_end on one process: the first end starts the site's persistent reduction of the
+    window's times and their negatives; the next end learns from it, and starts the next."""
+    from mpi4py import MPI
+    comm = MPI.COMM_SELF.Dup()
+    ctx = SimpleNamespace(comm=comm, size=1, rank=0, timeout=10.0)
+    try:
+        sites = adaptive.Sites(4)
+        site = sites.sites[8] = adaptive.Site(8, lambda s: "mpi" if s is None else "pap_direct")
+        sites.open(ctx, site)
+        assert not sites.timed(site, 0.0)                   # the first call: not timed
+        assert [sites.timed(site, t) for t in (1.0, 2.0, 3.0, 4.0)] == [False] * 3 + [True]
+        assert _native.window_end(site) is True
+        assert site.count == 0 and site.pending is site.reduce and site.key == ("a", "mpi")
+        assert list(site.send) == [1.0, 2.0, 3.0, 4.0, -1.0, -2.0, -3.0, -4.0]
+        for t in (5.0, 6.0, 7.0, 8.0):
+            sites.timed(site, t)
+        assert _native.window_end(site) is True             # one rank: done at once
+        assert (site.base, site.skew, site.key) == (3.0, 0.0, ("a", "pap_direct"))   # [2] of 4
+        sites.close(ctx)
+        assert site.pending is None and site.reduce is None
+        assert list(site.out) == [5.0, 6.0, 7.0, 8.0, -5.0, -6.0, -7.0, -8.0]
+    finally:
+        comm.Free()
 
 
 def test_skew_bands_serve_adaptive_calls_alone():

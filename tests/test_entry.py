@@ -87,7 +87,7 @@ def test_timed_declines_untouched_what_python_must_serve_or_time():
     entry.stale = False
     assert entry.timed({4: ("a", "mpi")}, b"x", bytearray(4)) is None    # a key: no plan yet
     assert entry.misses == 2 and entry.calls == 0
-    for times, count in ((np.zeros(8, np.float32), 0), (np.zeros(8), 4), (b"\0" * 64, 0)):
+    for times, count in ((np.zeros(8, np.float32), 0), (np.zeros(8), 8), (b"\0" * 64, 0)):
         site.times, site.count = times, count
         with pytest.raises((SystemError, BufferError)):
             entry.timed(sites, b"x", bytearray(4))
