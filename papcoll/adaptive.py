@@ -52,6 +52,7 @@ from mpi4py import MPI
 from . import _native, progress, rendezvous
 from .algorithms import policy
 from .buffers import parse_alltoall
+from .errors import ConfigError
 from .progress import Deadline
 
 
@@ -86,6 +87,10 @@ class Sites:
     """The adaptive call sites of one Context, every ``every`` calls agreed."""
 
     def __init__(self, every):
+        if MPI.Get_version() < (4, 0):    # the same library on every rank: the same error
+            raise ConfigError(f"PAPCOLL_ADAPT={every}: the adaptive auto agrees by a persistent "
+                              f"reduction (MPI_Allreduce_init, MPI 4.0); this MPI is "
+                              f"{'.'.join(map(str, MPI.Get_version()))}")
         self.every, self.sites = every, {}
         self.by_length = {}    # a plain receive buffer's length in bytes -> its site: the
                                # Entry serves and times those calls in C (Entry.timed); or, for

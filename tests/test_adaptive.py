@@ -114,6 +114,13 @@ def test_a_bad_setting_is_named(monkeypatch, raw):
         config.adapt()
 
 
+def test_an_mpi_without_persistent_collectives_is_named(monkeypatch):
+    from mpi4py import MPI
+    monkeypatch.setattr(MPI, "Get_version", lambda: (3, 1))
+    with pytest.raises(ConfigError, match=r"PAPCOLL_ADAPT=16: .*MPI_Allreduce_init.*this MPI is 3\.1"):
+        adaptive.Sites(16)
+
+
 def test_ranks_must_agree_on_the_window():
     said = {0: {**config.wire(), "PAPCOLL_ADAPT": "8"}, 1: {**config.wire(), "PAPCOLL_ADAPT": None}}
     assert "PAPCOLL_ADAPT differs between ranks: rank 0: '8', rank 1: unset" in str(
