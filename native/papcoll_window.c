@@ -1,9 +1,10 @@
 /* The adaptive auto's window (papcoll/adaptive.py) in C: its measure, and its end.
  *
  * Every rank ends a site's window in the same call, and processes that share a core end it
- * together, so its work is paid about twice over and held up every rank of the next call. In
+ * together, so its work is paid about twice over and holds up every rank of the next call. In
  * Python it took 50-60 us a window on 4 processes over 2 cores -- the measure's sorts, the
- * arrays, the reduction's start and test --, 3-4 us a call at K = 16: here it is a few.
+ * arrays, the reduction's start and test --, 3-4 us a call at K = 16; here, 15-18 us, most of
+ * it MPI's own test and start (docs/adaptive.md).
  *
  * The site (adaptive.Site) keeps its state as attributes, which this file reads and writes by
  * name: ``times`` (the window being filled: K seconds), ``send`` (the reduction's input: the
@@ -222,9 +223,9 @@ static int start(PyObject *site)
         mpi_failed(mpi, "MPI_Start of a window's reduction");
         goto done;
     }
-    PyObject *zero = PyLong_FromLong(0);
-    rc = zero == NULL || PyObject_SetAttr(site, s_pending, reduce) < 0 ? -1
-                                                                      : PyObject_SetAttr(site, s_count, zero);
+    PyObject *zero = PyLong_FromLong(0);   /* in flight; the next window from its first call */
+    if (zero != NULL && PyObject_SetAttr(site, s_pending, reduce) == 0)
+        rc = PyObject_SetAttr(site, s_count, zero);
     Py_XDECREF(zero);
 done:
     if (held > 1)

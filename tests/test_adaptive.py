@@ -117,7 +117,7 @@ def test_a_bad_setting_is_named(monkeypatch, raw):
 def test_an_mpi_without_persistent_collectives_is_named(monkeypatch):
     from mpi4py import MPI
     monkeypatch.setattr(MPI, "Get_version", lambda: (3, 1))
-    with pytest.raises(ConfigError, match=r"PAPCOLL_ADAPT=16: .*MPI_Allreduce_init.*this MPI is 3\.1"):
+    with pytest.raises(ConfigError, match=r"PAPCOLL_ADAPT=16: .*MPI_Allreduce_init.*MPI is 3\.1"):
         adaptive.Sites(16)
 
 
