@@ -87,10 +87,13 @@ class Sites:
     """The adaptive call sites of one Context, every ``every`` calls agreed."""
 
     def __init__(self, every):
-        if MPI.Get_version() < (4, 0):    # the same library on every rank: the same error
+        try:      # the same library on every rank: the same error (Open MPI 5 says MPI 3.1
+            one = np.zeros(1)     # but has it: ask for the call, not the version)
+            MPI.COMM_SELF.Allreduce_init(one, one.copy(), MPI.MAX).Free()
+        except (NotImplementedError, MPI.Exception) as e:
             raise ConfigError(f"PAPCOLL_ADAPT={every}: the adaptive auto agrees by a persistent "
-                              f"reduction (MPI_Allreduce_init, MPI 4.0); this MPI is "
-                              f"{'.'.join(map(str, MPI.Get_version()))}")
+                              f"reduction (MPI_Allreduce_init, MPI 4.0), which this MPI does "
+                              f"not have ({e})") from None
         self.every, self.sites = every, {}
         self.by_length = {}    # a plain receive buffer's length in bytes -> its site: the
                                # Entry serves and times those calls in C (Entry.timed); or, for
