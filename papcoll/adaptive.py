@@ -157,16 +157,11 @@ class Sites:
 
 
 def _settle(ctx, site, what):
-    """Wait for ``site``'s reduction in flight (:func:`finish`); its arrays stay alive with it
-    where that fails."""
-    finish(ctx, site.pending, what, (site.send, site.out))
-
-
-def finish(ctx, request, what, buffers=()):
-    """Wait for ``request`` (a reduction of every rank's) under PAPCOLL_TIMEOUT without
-    sleeping -- a sleeping rank would hold up every other --, as every bounded wait gives up:
-    a rank that gave up ends it at once, and at the deadline the ranks that gave no sign are
-    named (rendezvous.timed_out)."""
+    """Wait for ``site``'s reduction in flight (a reduction of every rank's) under
+    PAPCOLL_TIMEOUT without sleeping -- a sleeping rank would hold up every other --, as every
+    bounded wait gives up: a rank that gave up ends it at once, and at the deadline the ranks
+    that gave no sign are named (rendezvous.timed_out)."""
+    request = site.pending
     if request.Test():             # the usual case: MPI progressed it in the window's calls
         return
     comm, others = ctx.comm, [q for q in range(ctx.size) if q != ctx.rank]
@@ -185,5 +180,5 @@ def finish(ctx, request, what, buffers=()):
         progress.wait(step, Deadline(ctx.timeout),
                       lambda: rendezvous.timed_out(comm, what, others, ctx.timeout))
     except BaseException:
-        rendezvous.keep([request, *buffers])   # alive while MPI may still write them
+        rendezvous.keep([request, site.send, site.out])   # alive while MPI may write them
         raise
