@@ -271,6 +271,40 @@ def test_validate_compares_each_measured_cell_with_its_own_prediction(tmp_path, 
     assert "same block: 50%" in capsys.readouterr().out   # predicted x over MPI, measured 2x
 
 
+def test_validate_repeat_takes_a_second_run_for_the_model(tmp_path, capsys):
+    """--repeat scores a second run of the benchmark as a prediction of the first, cell for
+    cell by size, MIF and algorithm: itself at 100 %, a run with some times 1.5 x and one
+    ahead of its rivals where it was behind at the share and the bests that moved; a run
+    of another shape is refused, naming both."""
+    from papcoll.model import validate
+    times = {"mpi": 20.0, "pap_direct": 30.0, "pap_shm_direct": 25.0}
+    result = {"nprocs": 4, "nodes": 2, "ppn": 2, "mpi_library": "MPICH Version: 5.0.2",
+              "seed": 1, "results": [{"size": s, "mif": f, "algorithm": a, "avg_us": t * s}
+                                     for s in (8, 256) for f in (1, 32)
+                                     for a, t in times.items()]}
+    again = json.loads(json.dumps(result))
+    for r in again["results"]:
+        if r["size"] == 256 and r["algorithm"] == "mpi":
+            r["avg_us"] *= 1.5               # 30 and 25 x 256 win there now: pap_shm_direct
+    for name, doc in (("a.json", result), ("b.json", again)):
+        (tmp_path / name).write_text(json.dumps(doc))
+    a, b = str(tmp_path / "a.json"), str(tmp_path / "b.json")
+    assert validate.main([a, "--repeat", a]) == 0
+    assert "12 cells: 100% within 25%" in capsys.readouterr().out
+    validate.main([a, "--repeat", b])
+    out = capsys.readouterr().out
+    assert "12 cells: 83% within 25%" in out and "named in 2 of 4 blocks" in out
+    assert ["256", "1", "mpi", "5120.0", "7680.0", "+50%"] in [r.split() for r in out.splitlines()]
+    again["ppn"], again["nodes"] = 4, 1
+    (tmp_path / "b.json").write_text(json.dumps(again))
+    with pytest.raises(SystemExit):
+        validate.main([a, "--repeat", b])
+    assert "not a run of the same shape" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        validate.main([a, a, "--repeat", a])
+    assert "1 runs again for 2 results" in capsys.readouterr().err
+
+
 def test_scale_names_each_cells_best_and_how_far_ahead_of_the_other_side():
     from papcoll.model import scale
     rows = [{"size": 8, "mif": 1, "algorithm": a, "us": t}

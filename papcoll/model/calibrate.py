@@ -141,13 +141,15 @@ def net_link(pair, timeout, where="inbox"):
         source = np.ones(BIG, np.uint8)          # (not the inbox: MPICH's puts from inside
                                                  # a window created over it did not complete)
 
-        def one(nbytes, count=1, notice=True, complete=where != "inbox"):
+        def one(nbytes, count=1, notice=True, complete=where != "inbox", posts=None):
             """Writes to the peer (with their DATA notice: one of the peer's few posted
             receives each; without, none); ``complete``: waits until they are complete, as a
             notice goes only once its data is complete at the peer, which over MPI RMA into
-            memory MPI did not allocate takes the peer's answer."""
+            memory MPI did not allocate takes the peer's answer; ``posts``: the time of the
+            posts and the flush, without the wait, appended there."""
             src = source[:nbytes]
             key = t.source_key(src)
+            start = time.perf_counter()
             for _ in range(count):
                 seq[0] += notice
                 rc = x.put(other, dest, at, rkey, src, key,
@@ -155,6 +157,8 @@ def net_link(pair, timeout, where="inbox"):
                 if rc < 0:
                     raise OSError(-rc, f"model calibrate: a put failed ({os.strerror(-rc)})")
             x.flush()
+            if posts is not None:
+                posts.append(time.perf_counter() - start)
             if complete:
                 x.complete(timeout)
 
@@ -169,9 +173,9 @@ def net_link(pair, timeout, where="inbox"):
                     raise TimeoutError(f"model calibrate: a peer's write never landed "
                                        f"(write {s} into {WHERE[where]}, {timeout:g} s)")
 
-        def round_trip(nbytes):
+        def round_trip(nbytes, posts=None):
             if me == 0:
-                one(nbytes)
+                one(nbytes, posts=posts)
                 landed(seq[0])
             else:
                 landed(seq[0] + 1)
@@ -184,13 +188,13 @@ def net_link(pair, timeout, where="inbox"):
             # no time budget: each side would stop by its own clock, and one would wait
             # for a write the other never makes
             times[nbytes] = best(lambda: round_trip(nbytes), reps, budget=float("inf")) / 2
+        # o: rank 0's post and flush of a write with its notice, as every write of a call
+        # carries one (over MPI RMA the flush puts the notice after the data), in round trips
+        # that let the peer take each notice; the wait for completion untimed
+        posts = []
+        for _ in range(BATCH):
+            round_trip(SMALL, posts)
         if me == 0:
-            posts = []
-            for _ in range(BATCH):                  # o: a post alone; its completion untimed
-                start = time.perf_counter()
-                one(SMALL, notice=False, complete=False)
-                posts.append(time.perf_counter() - start)
-                x.complete(timeout)
             o = min(posts)
             start = time.perf_counter()
             one(SMALL, batch, notice=False, complete=True)
@@ -206,7 +210,8 @@ def net_link(pair, timeout, where="inbox"):
     return ({"L": max(0.0, times[SMALL] - o - SMALL * G - poll), "o": o, "g": max(o, g), "G": G},
             {"L": f"half the least round trip of {SMALL} B DATA writes with notice{into} "
                   f"(ping-pong on the notice words), less o, its bytes and a poll",
-             "o": f"one {SMALL} B write's post and flush{into}",
+             "o": f"one {SMALL} B write's post and flush with its notice{into} (rank 0's "
+                  f"side of round trips)",
              "g": f"{batch} such writes posted and complete, per write",
              "G": f"one-way times of {MID} B and {BIG} B writes{into}: the slope"}, poll)
 

@@ -6,7 +6,12 @@ machine.
 It prints every cell (measured, predicted, error) and the targets' two figures: the share of
 cells predicted within 25 %, and the share of (size, MIF) blocks whose best algorithm the model
 names -- all of them, and those whose best is not the most common winner. With ``--plot PNG``
-(matplotlib) it draws predicted against measured."""
+(matplotlib) it draws predicted against measured.
+
+With ``--repeat AGAIN.json...`` instead of ``--params``, a second run of the same benchmark
+stands in for the model, cell for cell: the figures a model that foresaw the second run exactly
+would score against the first. That is how far the measurements themselves reach the targets
+on this machine."""
 import argparse
 import json
 from collections import Counter
@@ -46,6 +51,22 @@ def cells(machine, result, calls, drawn=False):
                                  for a in recorded[:calls]])
         out.append((row["size"], row["mif"], row["algorithm"], row["avg_us"], got))
     return out
+
+
+def repeated(result, again):
+    """(size, mif, algorithm, measured, measured again) of every cell of ``result`` the model
+    runs (as :func:`cells` takes them) that ``again``, a run of the same shape, holds too."""
+    keys = ("nprocs", "nodes", "ppn", "mpi_library")
+    if any(result[k] != again[k] for k in keys):
+        raise ValueError("--repeat: not a run of the same shape and MPI library ("
+                         + ", ".join(f"{k} {result[k]} and {again[k]}" for k in keys) + ")")
+    nodes = shape(result["nodes"], result["ppn"], result["nprocs"])
+    second = {(r["size"], r["mif"], r["algorithm"]): r["avg_us"] for r in again["results"]}
+    return [(r["size"], r["mif"], r["algorithm"], r["avg_us"], second[k])
+            for r in result["results"]
+            for k in [(r["size"], r["mif"], r["algorithm"])]
+            if k in second and (r.get("chosen") if r["algorithm"] == "auto" else
+                                r["algorithm"]) in predict.runnable(nodes)]
 
 
 def summary(rows):
@@ -96,23 +117,31 @@ def plot(rows, path, title):
 
 def main(argv):
     p = argparse.ArgumentParser(prog="python -m papcoll model validate", description=__doc__)
-    p.add_argument("--params", required=True)
+    against = p.add_mutually_exclusive_group(required=True)
+    against.add_argument("--params", help="the machine's parameters (a model file)")
+    against.add_argument("--repeat", nargs="+", metavar="AGAIN", help="instead of the model, "
+                         "a second run of each result, in the same order")
     p.add_argument("results", nargs="+", help="the arrival benchmark's JSON results")
     p.add_argument("--calls", type=int, default=30, help="simulated calls per cell")
     p.add_argument("--drawn", action="store_true", help="predict for the model's own draws of "
                    "the planned arrivals, not the ones the benchmark recorded")
     p.add_argument("--plot", help="a PNG of predicted against measured")
     args = p.parse_args(argv)
-    machine = params.load(args.params)
+    if args.repeat and len(args.repeat) != len(args.results):
+        p.error(f"--repeat: {len(args.repeat)} runs again for {len(args.results)} results")
+    machine = params.load(args.params) if args.params else None
     rows = []
-    for path in args.results:
-        with open(path) as f:
-            result = json.load(f)
-        mine = cells(machine, result, args.calls, args.drawn)
+    for i, path in enumerate(args.results):
+        try:
+            result = _load(path)
+            mine = (repeated(result, _load(args.repeat[i])) if args.repeat else
+                    cells(machine, result, args.calls, args.drawn))
+        except (OSError, KeyError, ValueError) as e:
+            p.error(f"{path}: {e!r}" if isinstance(e, KeyError) else f"{path}: {e}")
         print(f"# {path}: {result['nprocs']} processes, {result['nodes']} x {result['ppn']}, "
               f"{result['mpi_library']}")
-        print(f"{'size':>9} {'MIF':>4} {'algorithm':16} {'measured':>10} {'predicted':>10} "
-              f"{'error':>7}")
+        print(f"{'size':>9} {'MIF':>4} {'algorithm':16} {'measured':>10} "
+              f"{'again' if args.repeat else 'predicted':>10} {'error':>7}")
         for size, mif, name, m, pr in mine:
             print(f"{size:>9} {mif:>4} {name:16} {m:10.1f} {pr:10.1f} {pr / m - 1:+7.0%}")
         rows += [(path, *cell) for cell in mine]
@@ -127,3 +156,8 @@ def main(argv):
     if args.plot:
         plot(rows, args.plot, f"{len(rows)} cells, {within:.0%} within {WITHIN:.0%}")
     return 0
+
+
+def _load(path):
+    with open(path) as f:
+        return json.load(f)
