@@ -269,6 +269,12 @@ def test_validate_compares_each_measured_cell_with_its_own_prediction(tmp_path, 
     (tmp_path / "r.json").write_text(json.dumps(result))
     validate.main(["--params", str(tmp_path / "m.json"), "--calls", "4", str(tmp_path / "r.json")])
     assert "same block: 50%" in capsys.readouterr().out   # predicted x over MPI, measured 2x
+    for r in result["results"]:
+        r["avg_us"] /= 1 if r["algorithm"] == "mpi" else 2
+    (tmp_path / "r.json").write_text(json.dumps(result))
+    validate.main(["--params", str(tmp_path / "m.json"), "--calls", "4", "--cores", "0.5",
+                   str(tmp_path / "r.json")])           # the same cells, two processes a core
+    assert f"{len(rows) + len(auto)} cells: 100% within" not in capsys.readouterr().out
 
 
 def test_validate_repeat_takes_a_second_run_for_the_model(tmp_path, capsys):

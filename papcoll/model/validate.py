@@ -126,10 +126,18 @@ def main(argv):
     p.add_argument("--drawn", action="store_true", help="predict for the model's own draws of "
                    "the planned arrivals, not the ones the benchmark recorded")
     p.add_argument("--plot", help="a PNG of predicted against measured")
+    p.add_argument("--cores", type=float, help="cores per node where the results ran in "
+                   "another node shape than the calibration (calibrate needs two nodes: a "
+                   "one-node run on a machine of C CPUs takes C)")
     args = p.parse_args(argv)
     if args.repeat and len(args.repeat) != len(args.results):
         p.error(f"--repeat: {len(args.repeat)} runs again for {len(args.results)} results")
+    if args.cores is not None and (args.repeat or args.cores <= 0):
+        p.error("--cores: a number above 0, with --params")
     machine = params.load(args.params) if args.params else None
+    if args.cores is not None:
+        machine = params.make(machine.about, {**machine.sources, "cores": "--cores"},
+                              **{**machine.values, "cores": args.cores})
     rows = []
     for i, path in enumerate(args.results):
         try:
