@@ -269,19 +269,22 @@ def test_validate_compares_each_measured_cell_with_its_own_prediction(tmp_path, 
     (tmp_path / "r.json").write_text(json.dumps(result))
     validate.main(["--params", str(tmp_path / "m.json"), "--calls", "4", str(tmp_path / "r.json")])
     assert "same block: 50%" in capsys.readouterr().out   # predicted x over MPI, measured 2x
-    for r in result["results"]:
-        r["avg_us"] /= 1 if r["algorithm"] == "mpi" else 2
+    result["results"] = [dict(r, avg_us=r["us"]) for r in rows + auto]
     (tmp_path / "r.json").write_text(json.dumps(result))
+    cells = f"{len(rows) + len(auto)} cells: 100% within"
+    validate.main(["--params", str(tmp_path / "m.json"), "--calls", "4", "--cores",
+                   str(M.cores), str(tmp_path / "r.json")])        # the file's own cores
+    assert cells in capsys.readouterr().out
     validate.main(["--params", str(tmp_path / "m.json"), "--calls", "4", "--cores", "0.5",
                    str(tmp_path / "r.json")])           # the same cells, two processes a core
-    assert f"{len(rows) + len(auto)} cells: 100% within" not in capsys.readouterr().out
+    assert cells not in capsys.readouterr().out
 
 
 def test_validate_repeat_takes_a_second_run_for_the_model(tmp_path, capsys):
     """--repeat scores a second run of the benchmark as a prediction of the first, cell for
-    cell by size, MIF and algorithm: itself at 100 %, a run with some times 1.5 x and one
-    ahead of its rivals where it was behind at the share and the bests that moved; a run
-    of another shape is refused, naming both."""
+    cell by size, MIF and algorithm: itself at 100 %; a run whose MPI times at 256 B are 1.5 x
+    (so pap_shm_direct is ahead there) at 10 of 12 cells and 2 of 4 bests; a run of another
+    shape is refused, naming both, and so is a count of runs that does not match."""
     from papcoll.model import validate
     times = {"mpi": 20.0, "pap_direct": 30.0, "pap_shm_direct": 25.0}
     result = {"nprocs": 4, "nodes": 2, "ppn": 2, "mpi_library": "MPICH Version: 5.0.2",
@@ -308,7 +311,7 @@ def test_validate_repeat_takes_a_second_run_for_the_model(tmp_path, capsys):
     assert "not a run of the same shape" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         validate.main([a, a, "--repeat", a])
-    assert "1 runs again for 2 results" in capsys.readouterr().err
+    assert "1 second runs for 2 results" in capsys.readouterr().err
 
 
 def test_scale_names_each_cells_best_and_how_far_ahead_of_the_other_side():

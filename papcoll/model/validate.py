@@ -131,7 +131,8 @@ def main(argv):
                    "one-node run on a machine of C CPUs takes C)")
     args = p.parse_args(argv)
     if args.repeat and len(args.repeat) != len(args.results):
-        p.error(f"--repeat: {len(args.repeat)} runs again for {len(args.results)} results")
+        p.error(f"--repeat: {len(args.repeat)} second runs for {len(args.results)} results "
+                f"(one each, in the same order)")
     if args.cores is not None and (args.repeat or args.cores <= 0):
         p.error("--cores: a number above 0, with --params")
     machine = params.load(args.params) if args.params else None
