@@ -28,18 +28,25 @@ def library_of(text):
     return "openmpi" if "Open MPI" in text else "mvapich1" if "MVAPICH" in text else "mpich"
 
 
+def modelled(result):
+    """The result's node shape, and (row, the algorithm the model runs for it) of every row the
+    model runs: an algorithm's own, ``auto``'s as the algorithm it chose."""
+    nodes = shape(result["nodes"], result["ppn"], result["nprocs"])
+    runs = predict.runnable(nodes)
+    rows = [(row, row.get("chosen") if row["algorithm"] == "auto" else row["algorithm"])
+            for row in result["results"]]
+    return nodes, [(row, name) for row, name in rows if name in runs]
+
+
 def cells(machine, result, calls, drawn=False):
     """(size, mif, algorithm, measured us, predicted us) of every cell the model runs. Each is
     predicted for the arrivals the benchmark recorded in its calls (the first ``calls`` of
     them): a sleep overshoots its delay, most where processes outnumber cores, so the planned
     pattern is not what ran. ``drawn``: for the model's own draws of the planned pattern."""
-    nodes = shape(result["nodes"], result["ppn"], result["nprocs"])
+    nodes, rows = modelled(result)
     library = library_of(result["mpi_library"])
     out = []
-    for row in result["results"]:
-        name = row.get("chosen") if row["algorithm"] == "auto" else row["algorithm"]
-        if name not in predict.runnable(nodes):
-            continue
+    for row, name in rows:
         recorded = row.get("per_rank", {}).get("arrival_us")
         if drawn or not recorded:
             got = predict.predict(machine, nodes, [row["size"]], [row["mif"]], [name], calls,
@@ -55,18 +62,14 @@ def cells(machine, result, calls, drawn=False):
 
 def repeated(result, again):
     """(size, mif, algorithm, measured, measured again) of every cell of ``result`` the model
-    runs (as :func:`cells` takes them) that ``again``, a run of the same shape, holds too."""
+    runs (:func:`modelled`) that ``again``, a run of the same shape, holds too."""
     keys = ("nprocs", "nodes", "ppn", "mpi_library")
     if any(result[k] != again[k] for k in keys):
         raise ValueError("--repeat: not a run of the same shape and MPI library ("
                          + ", ".join(f"{k} {result[k]} and {again[k]}" for k in keys) + ")")
-    nodes = shape(result["nodes"], result["ppn"], result["nprocs"])
     second = {(r["size"], r["mif"], r["algorithm"]): r["avg_us"] for r in again["results"]}
-    return [(r["size"], r["mif"], r["algorithm"], r["avg_us"], second[k])
-            for r in result["results"]
-            for k in [(r["size"], r["mif"], r["algorithm"])]
-            if k in second and (r.get("chosen") if r["algorithm"] == "auto" else
-                                r["algorithm"]) in predict.runnable(nodes)]
+    return [(*k, r["avg_us"], second[k]) for r, _ in modelled(result)[1]
+            for k in [(r["size"], r["mif"], r["algorithm"])] if k in second]
 
 
 def summary(rows):
