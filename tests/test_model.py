@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-from papcoll.model import extra, params, predict, protocols, scheduler
+from papcoll.model import extra, params, predict, protocols, timing
 from papcoll.model.sim import Cpu, Deadlock, Put, Sim, Wait
 
 from launcher import launch
@@ -75,8 +75,8 @@ def test_wake_is_the_mean_of_rounds_without_their_preemptions_not_a_mode_the_med
     # a round more of either mode moves the median from one mode to the other
     assert np.median(quick + slice_ + [2.0]) == 2.0 and np.median(quick + slice_ + [12.0]) == 12.0
     # the mean of the quickest 95 % (99 of 105: the preemptions and one slice out) does not
-    assert scheduler.usual(quick + slice_ + preempted) == pytest.approx((100 + 49 * 12) / 99)
-    assert scheduler.usual([3.0]) == 3.0
+    assert timing.usual(quick + slice_ + preempted) == pytest.approx((100 + 49 * 12) / 99)
+    assert timing.usual([3.0]) == 3.0
 
 
 def test_an_algorithms_extra_comes_before_its_protocol_and_calibrate_takes_it_as_what_is_left():

@@ -5,8 +5,8 @@ the measurement that gave each.
 
 Rank 0 measures against two partners: ``mate``, the lowest other rank on its own machine
 (shared memory, CMA, MPI inside a node), and ``far``, the master of another node (MPI between
-nodes, papcoll's transport). Everyone else waits. Each time is the minimum over repetitions
-(the machine's cost, not its noise), except where it says otherwise. A one-way time is half a
+nodes, papcoll's transport). Everyone else waits. Each time is the usual over repetitions (the
+mean of the quickest 95 %: timing.py), except where it says otherwise. A one-way time is half a
 ping-pong's round trip; the model's one-way time of a message is o + L + n G + a poll, so L is
 what is left of it. Like the benchmarks, it times MPI's own calls, which MPI does not bound:
 run it where every rank runs.
@@ -25,6 +25,7 @@ from ..native import xport
 from ..progress import Deadline, idle_barrier
 from ..transport import open_transport, transport_class
 from . import cma, extra, params, scheduler
+from .timing import timed, usual
 
 SETUP = 60.0                           # seconds any set-up collective may take
 SMALL, MID, BIG = 8, 64 << 10, 1 << 20
@@ -34,20 +35,8 @@ BATCH = 16                             # writes in a row: the peer's receives an
 EAGER_DELAY = 5e-3                     # the receiver's delay that shows a send waiting for it
 
 
-def best(fn, reps=50, budget=0.3):
-    """The least of ``reps`` timings of ``fn`` (within ``budget`` seconds, at least 3)."""
-    times, stop = [], time.perf_counter() + budget
-    for i in range(reps):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-        if i >= 2 and time.perf_counter() > stop:
-            break
-    return min(times)
-
-
 def pingpong(comm, me, other, nbytes):
-    """Half the least round trip of ``nbytes`` by MPI Send/Recv between ranks 0 and 1 of
+    """Half the usual round trip of ``nbytes`` by MPI Send/Recv between ranks 0 and 1 of
     ``comm`` (every rank of it calls; the same reps on both)."""
     a, b = np.zeros(max(nbytes, 1), np.uint8)[:nbytes], np.zeros(max(nbytes, 1), np.uint8)[:nbytes]
     reps = 50 if nbytes <= MID else 8
@@ -61,7 +50,7 @@ def pingpong(comm, me, other, nbytes):
             comm.Recv(b, source=other)
             comm.Send(a, dest=other)
         times.append(time.perf_counter() - start)
-    return min(times) / 2
+    return usual(times) / 2
 
 
 def mpi_link(pair, poll):
@@ -99,12 +88,12 @@ def mpi_link(pair, poll):
         eager = n
     if me:
         return None
-    o = min(p for p, _ in posts)
-    g = max(o, min(t for _, t in posts) / batch)
+    o = usual([p for p, _ in posts])
+    g = max(o, usual([t for _, t in posts]) / batch)
     G = (big - mid) / (BIG - MID)
     return ({"L": max(0.0, small - o - SMALL * G - poll), "o": o, "g": g, "G": G, "eager": eager},
-            {"L": f"half the least ping-pong round trip of {SMALL} B, less o, its bytes and a poll",
-             "o": f"an MPI_Isend's post of {SMALL} B (least mean over a batch of {batch})",
+            {"L": f"half the usual ping-pong round trip of {SMALL} B, less o, its bytes and a poll",
+             "o": f"an MPI_Isend's post of {SMALL} B (usual mean over a batch of {batch})",
              "g": f"a batch of {batch} MPI_Isends of {SMALL} B until received, per message",
              "G": f"ping-pong one-way times of {MID} B and {BIG} B: the slope",
              "eager": f"the largest power of two from 1 KiB whose MPI_Send returned before a "
@@ -126,7 +115,7 @@ def net_link(pair, timeout, where="inbox"):
                        Deadline(timeout), owner="model calibrate")
     try:
         x, boards = t.native, t.boards
-        poll = best(x.poll, reps=2000, budget=0.1)
+        poll = timed(x.poll, reps=2000, budget=0.1)
         seq = [0]
         # g's batch: over MPI RMA a peer's puts stay in flight until it answers, and a call
         # has at most 4 of them in flight per peer
@@ -187,7 +176,7 @@ def net_link(pair, timeout, where="inbox"):
             round_trip(nbytes)                  # the first registers the source
             # no time budget: each side would stop by its own clock, and one would wait
             # for a write the other never makes
-            times[nbytes] = best(lambda: round_trip(nbytes), reps, budget=float("inf")) / 2
+            times[nbytes] = timed(lambda: round_trip(nbytes), reps, budget=float("inf")) / 2
         # o: rank 0's post and flush of a write with its notice, as every write of a call
         # carries one (over MPI RMA the flush puts the notice after the data), in round trips
         # that let the peer take each notice; the wait for completion untimed
@@ -195,7 +184,7 @@ def net_link(pair, timeout, where="inbox"):
         for _ in range(BATCH):
             round_trip(SMALL, posts)
         if me == 0:
-            o = min(posts)
+            o = usual(posts)
             start = time.perf_counter()
             one(SMALL, batch, notice=False, complete=True)
             g = (time.perf_counter() - start) / batch
@@ -208,7 +197,7 @@ def net_link(pair, timeout, where="inbox"):
     G = (times[BIG] - times[MID]) / (BIG - MID)
     into = f" into {WHERE[where]}"
     return ({"L": max(0.0, times[SMALL] - o - SMALL * G - poll), "o": o, "g": max(o, g), "G": G},
-            {"L": f"half the least round trip of {SMALL} B DATA writes with notice{into} "
+            {"L": f"half the usual round trip of {SMALL} B DATA writes with notice{into} "
                   f"(ping-pong on the notice words), less o, its bytes and a poll",
              "o": f"one {SMALL} B write's post and flush with its notice{into} (rank 0's "
                   f"side of round trips)",
@@ -240,17 +229,17 @@ def cma_params(node, pages=64, reps=100):
 def local_params():
     """What rank 0 measures alone: copies, entries."""
     a, b = np.ones(COPIES[-1], np.uint8), np.zeros(COPIES[-1], np.uint8)
-    t0 = best(lambda: np.copyto(b[:0], a[:0]), reps=2000, budget=0.1)
-    t8 = best(lambda: np.copyto(b[:SMALL], a[:SMALL]), reps=2000, budget=0.1)
+    t0 = timed(lambda: np.copyto(b[:0], a[:0]), reps=2000, budget=0.1)
+    t8 = timed(lambda: np.copyto(b[:SMALL], a[:SMALL]), reps=2000, budget=0.1)
     table = []                   # a copy of n bytes from one buffer into another touches 2 n
     for n in COPIES:
-        tn = best(lambda: np.copyto(b[:n], a[:n]), reps=200 if n <= BIG else 5, budget=0.3)
+        tn = timed(lambda: np.copyto(b[:n], a[:n]), reps=200 if n <= BIG else 5, budget=0.3)
         table.append([2 * n, (tn - t8) / (n - SMALL)])
     s, r = np.ones(SMALL, np.uint8), np.zeros(SMALL, np.uint8)
     with Communicator(MPI.COMM_SELF) as mine:
         mine.Alltoall(s, r)
-        entry = best(lambda: mine.Alltoall(s, r), reps=2000, budget=0.2)
-    mpi_entry = best(lambda: MPI.COMM_SELF.Alltoall(s, r), reps=2000, budget=0.2)
+        entry = timed(lambda: mine.Alltoall(s, r), reps=2000, budget=0.2)
+    mpi_entry = timed(lambda: MPI.COMM_SELF.Alltoall(s, r), reps=2000, budget=0.2)
     copy_o = max(0.0, t8 - t0)
     return ({"copy_o": copy_o, "copy_G": table,
              "entry": max(0.0, entry - t8), "mpi_entry": max(0.0, mpi_entry - t8)},
@@ -321,13 +310,13 @@ def main(argv):
             pair.Free()
         idle_barrier(comm)
     if rank == 0:
-        values["poll"], sources["poll"] = poll, "the transport's poll that finds nothing, least"
+        values["poll"], sources["poll"] = poll, "the transport's poll that finds nothing, usual"
         transport = transport_class()
         values["net_shared"] = int(transport.name == "mpi-rma" and far in zeros)
         sources["net_shared"] = "the transport, and whether the far partner is on rank 0's machine"
         values["copy_threshold"] = transport.copy_threshold
         sources["copy_threshold"] = f"the {transport.name} transport's own (measured there)"
-        values["flag"], sources["flag"] = flag, "half the least round trip of a flag (C waits)"
+        values["flag"], sources["flag"] = flag, "half the usual round trip of a flag (C waits)"
         values["wake"], sources["wake"] = wake, (
             "rounds where every process of rank 0's machine raises a flag and waits for all "
             "the others': the mean of the quickest 95 %, less flag")
@@ -342,7 +331,7 @@ def main(argv):
                            for k, v in extra.residuals(alone, nodes, got).items()}
         sources["extra"] = (f"balanced {extra.BLOCK} B calls between rank 0 and another "
                             f"node's master (intra-node algorithms: a process of its node), "
-                            f"the others asleep: the least time less the model's play")
+                            f"the others asleep, all in turn: the usual time less the model's play")
         params.save(params.make(about, sources, **values), args.out)
         print(f"model calibrate: {args.out}: {about}")
         for k in params.NAMES:

@@ -8,6 +8,7 @@ import numpy as np
 from mpi4py import MPI
 
 from .. import native
+from .timing import usual
 
 
 @contextmanager
@@ -24,7 +25,7 @@ def shared_flags(node):
 
 
 def flag_time(node, timeout):
-    """Half the least round trip of a flag between ranks 0 and 1 of ``node`` (one machine)."""
+    """Half the usual round trip of a flag between ranks 0 and 1 of ``node`` (one machine)."""
     me = node.Get_rank()
     with shared_flags(node) as flags:
         node.Barrier()
@@ -41,7 +42,7 @@ def flag_time(node, timeout):
                 raise TimeoutError("model calibrate: the flag's partner never answered")
             times.append(time.perf_counter() - start)
         node.Barrier()
-    return min(times) / 2
+    return usual(times) / 2
 
 
 def wake_time(node, flag, timeout, rounds=600):
@@ -67,9 +68,3 @@ def wake_time(node, flag, timeout, rounds=600):
         node.Barrier()
     return None if me else max(0.0, usual(times) - flag)
 
-
-def usual(times):
-    """The mean of the quickest 95 % of ``times``: what they add up to, less the rare
-    preemptions by other programs."""
-    quick = sorted(times)[:max(1, int(0.95 * len(times)))]
-    return sum(quick) / len(quick)
