@@ -1,12 +1,12 @@
 """The one statistic ``model calibrate`` takes of repeated timings: the usual time.
 
 The model predicts a call's mean time, as the arrival benchmark reports it, so each parameter
-is what its operation usually costs, not its least. The least was taken first, as "the
-machine's cost, not its noise", and predicted every cell of this machine too low, by as
-much as half: the calls the benchmark averages pay a machine's usual cost, cache misses and
-the scheduler's hand-overs included (docs/model.md, the seventh look). The quickest 95 %
-leave out another program's rare preemptions, which a handful of repetitions would
-otherwise let decide a mean."""
+is what its step usually costs, not its least. The least, taken first as "the machine's cost,
+not its noise", predicted every cell of a 2-core machine too low, by up to half, and N = 2
+with free cores too (docs/model.md, Validation: "The usual time, not the least"). The
+quickest 95 % leave out another program's rare preemptions, which a mean of a few dozen
+repetitions would otherwise let decide.
+"""
 import time
 
 QUICK = 0.95
