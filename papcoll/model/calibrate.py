@@ -30,9 +30,10 @@ from .timing import timed, usual
 SETUP = 60.0                           # seconds any set-up collective may take
 SMALL, MID, BIG = 8, 64 << 10, 1 << 20
 COPIES = [1 << 20, 4 << 20, 16 << 20, 64 << 20]   # copy_G's sizes: from the caches to memory
-EAGER_SIZES = [1 << k for k in range(10, 21)]
+EAGER_SIZES = [SMALL] + [1 << k for k in range(10, 21)]
 BATCH = 16                             # writes in a row: the peer's receives and my queue allow
-EAGER_DELAY = 5e-3                     # the receiver's delay that shows a send waiting for it
+EAGER_DELAY = 5e-3                     # the receiver's delay that shows a send waiting for
+                                       # it, or 4 one-way times where the link is slower
 
 
 def pingpong(comm, me, other, nbytes):
@@ -71,16 +72,18 @@ def mpi_link(pair, poll):
             for i in range(batch):
                 pair.Recv(np.zeros(SMALL, np.uint8), source=0, tag=i)
             pair.Send(np.zeros(1, np.uint8), dest=0)
-    eager = 0
-    for n in EAGER_SIZES:                      # the largest Send that does not wait for its Recv
+    # the largest Send that does not wait for its Recv: a rendezvous waits out the receiver's
+    # delay, which a barrier's skew (a one-way time) shortens by at most a quarter
+    delay, eager = pair.bcast(max(EAGER_DELAY, 4 * small), root=0), 0
+    for n in EAGER_SIZES:
         buf = np.zeros(n, np.uint8)
         pair.Barrier()
         if me == 0:
             start = time.perf_counter()
             pair.Send(buf, dest=1)
-            waited = time.perf_counter() - start > EAGER_DELAY / 2
+            waited = time.perf_counter() - start > delay / 2
         else:
-            time.sleep(EAGER_DELAY)
+            time.sleep(delay)
             pair.Recv(buf, source=0)
             waited = None
         if pair.bcast(waited, root=0):
@@ -92,12 +95,14 @@ def mpi_link(pair, poll):
     g = max(o, usual([t for _, t in posts]) / batch)
     G = (big - mid) / (BIG - MID)
     return ({"L": max(0.0, small - o - SMALL * G - poll), "o": o, "g": g, "G": G, "eager": eager},
-            {"L": f"half the usual ping-pong round trip of {SMALL} B, less o, its bytes and a poll",
+            {"L": f"half the usual ping-pong round trip of {SMALL} B, less o, its bytes and "
+                  f"a poll",
              "o": f"an MPI_Isend's post of {SMALL} B (usual mean over a batch of {batch})",
              "g": f"a batch of {batch} MPI_Isends of {SMALL} B until received, per message",
              "G": f"ping-pong one-way times of {MID} B and {BIG} B: the slope",
-             "eager": f"the largest power of two from 1 KiB whose MPI_Send returned before a "
-                      f"receiver {EAGER_DELAY * 1e3:.0f} ms late posted its Recv"})
+             "eager": f"the largest of {SMALL} B and powers of two from 1 KiB whose MPI_Send "
+                      f"returned before a receiver {delay * 1e3:.0f} ms late posted its Recv "
+                      f"(0: none)"})
 
 
 WHERE = {  # where a link's writes land: the memory papcoll's calls write into
@@ -331,7 +336,8 @@ def main(argv):
                            for k, v in extra.residuals(alone, nodes, got).items()}
         sources["extra"] = (f"balanced {extra.BLOCK} B calls between rank 0 and another "
                             f"node's master (intra-node algorithms: a process of its node), "
-                            f"the others asleep, all in turn: the usual time less the model's play")
+                            f"the others asleep, all in turn: the usual time less the "
+                            f"model's play")
         params.save(params.make(about, sources, **values), args.out)
         print(f"model calibrate: {args.out}: {about}")
         for k in params.NAMES:

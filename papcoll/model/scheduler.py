@@ -67,4 +67,3 @@ def wake_time(node, flag, timeout, rounds=600):
             times.append(time.perf_counter() - start)
         node.Barrier()
     return None if me else max(0.0, usual(times) - flag)
-
