@@ -92,7 +92,6 @@ def test_an_algorithms_extra_comes_before_its_protocol_and_calibrate_takes_it_as
     assert "shm_pap" in extra.names(False) and "shm_pap" not in extra.names(True)
 
 
-
 def test_calibration_takes_the_usual_time_and_extras_rounds_fit_its_budget():
     # the mean of the quickest 95 %: one preemption in 20 is left out, the spread is not
     times = [1.0] * 10 + [3.0] * 9 + [500.0]
@@ -103,6 +102,7 @@ def test_calibration_takes_the_usual_time_and_extras_rounds_fit_its_budget():
     assert extra.rounds(1.0) == (2, extra.LEAST)
     assert extra.rounds(0.1) == (extra.WARM, 100)
     assert extra.rounds(100.0) == (1, extra.LEAST)
+
 
 def test_incast_queues_at_the_receiving_nic():
     net = M.link("net")
