@@ -14,7 +14,8 @@ from papcoll.model.sim import Cpu, Deadlock, Put, Sim, Wait
 from launcher import launch
 
 # Round numbers, so that every time below can be added up by hand (seconds).
-VALUES = dict(cores=4, entry=3.0, extra={}, mpi_entry=2.0, poll=0.1, flag=0.2, wake=0.0, copy_o=0.5,
+VALUES = dict(cores=4, entry=3.0, extra={}, mpi_entry=2.0, poll=0.1, flag=0.2, wake=0.0, tail=1.0,
+              copy_o=0.5,
               copy_G=0.001, cma_alpha=1.0, cma_beta=0.002, cma_l=0.5, cma_page=4096, cma_gamma=[1.0, 1.5],
               net_L=2.0, net_o=1.0, net_g=0.5, net_G=0.01,
               **{f"net_{w}_{k}": v for w in ("given", "exposed")
@@ -97,11 +98,25 @@ def test_calibration_takes_the_usual_time_and_extras_rounds_fit_its_budget():
     times = [1.0] * 10 + [3.0] * 9 + [500.0]
     assert timing.usual(times) == pytest.approx((10 + 27) / 19)
     assert min(times) == 1.0 and np.median(times) == 2.0
-    # a quick pair: every round; a pair whose round takes 1 s: 20 timed (not 200 s), 2 warm
+    # a quick pair: every round; a pair whose round takes 1 s: 20 timed (not 200 s), 1 warm
+    assert extra.BUDGET == 7.0
     assert extra.rounds(0.001) == (extra.WARM, extra.CALLS)
-    assert extra.rounds(1.0) == (2, extra.LEAST)
-    assert extra.rounds(0.1) == (extra.WARM, 100)
+    assert extra.rounds(1.0) == (1, extra.LEAST)
+    assert extra.rounds(0.05) == (extra.WARM, 140)
     assert extra.rounds(100.0) == (1, extra.LEAST)
+
+
+def test_tail_is_the_median_algorithms_mean_over_its_usual_and_stretches_every_call():
+    # a: one call in 20 twenty times as long (mean 2, usual 1); b: none; c: mean 2.1, usual 2
+    times = {"a": [1.0] * 19 + [21.0], "b": [1.0] * 20, "c": [2.0] * 19 + [4.0]}
+    assert extra.tail_of(times) == pytest.approx(1.05)
+    nodes, late = [[0], [1]], np.array([0.0, 4.0])
+    slow = params.make(**{**VALUES, "tail": 1.5})
+    for name in ("mpi", "pap_direct", "pap_shm_direct"):
+        assert predict.call_time(slow, nodes, 8, name, late) == \
+            pytest.approx(1.5 * predict.call_time(M, nodes, 8, name, late))
+    with pytest.raises(params.ParamsError, match="tail"):
+        params.make(**{**VALUES, "tail": 0.9})      # a mean is never below its quickest 95 %
 
 
 def test_incast_queues_at_the_receiving_nic():
@@ -240,6 +255,7 @@ def test_calibrate_measures_every_parameter_and_says_how(tmp_path):
     assert set(machine.values) == set(params.NAMES)
     assert all(machine.sources.get(k) for k in params.NAMES), machine.sources
     assert machine.cma_gamma[0] == pytest.approx(1.0) and machine.net_G > 0
+    assert machine.tail >= 1.0 and "whole job" in machine.sources["tail"]
     assert "2 x 2 (emulated)" in machine.about
     rows = predict.predict(machine, protocols.shape(2, 2), [8, 65536], [1, 32], calls=3)
     assert len(rows) == 2 * 2 * len(predict.runnable(protocols.shape(2, 2)))

@@ -5,7 +5,8 @@ the measurement that gave each.
 
 Rank 0 measures against two partners: ``mate``, the lowest other rank on its own machine
 (shared memory, CMA, MPI inside a node), and ``far``, the master of another node (MPI between
-nodes, papcoll's transport). Everyone else waits. Each time is the usual over repetitions (the
+nodes, papcoll's transport). Everyone else waits, until the whole job's calls give ``tail``
+(extra.py) last. Each time is the usual over repetitions (the
 mean of the quickest 95 %: timing.py), except where it says otherwise. A one-way time is half a
 ping-pong's round trip; the model's one-way time of a message is o + L + n G + a poll, so L is
 what is left of it. Like the benchmarks, it times MPI's own calls, which MPI does not bound:
@@ -314,6 +315,7 @@ def main(argv):
                 measured.append(([[0], [1]] if between else [[0, 1]], got))
             pair.Free()
         idle_barrier(comm)
+    tail = extra.tail(comm)
     if rank == 0:
         values["poll"], sources["poll"] = poll, "the transport's poll that finds nothing, usual"
         transport = transport_class()
@@ -331,7 +333,11 @@ def main(argv):
                  f"{len(topo.nodes)} x {topo.ppn}{' (emulated)' if topo.emulated else ''}, "
                  f"transport {transport.name}; "
                  f"calibrated in {time.monotonic() - started:.1f} s")
-        alone = params.make(about, sources, **{**values, "cores": 2}, extra={})  # cores free
+        values["tail"], sources["tail"] = tail, (
+            f"balanced {extra.BLOCK} B calls of every algorithm between nodes, in turn, by the "
+            f"whole job: their mean over their usual time, the median over the algorithms")
+        alone = params.make(about, sources, **{**values, "cores": 2, "tail": 1.0},
+                            extra={})          # cores free; a usual call, as extra's pairs
         values["extra"] = {k: v for nodes, got in measured
                            for k, v in extra.residuals(alone, nodes, got).items()}
         sources["extra"] = (f"balanced {extra.BLOCK} B calls between rank 0 and another "

@@ -31,6 +31,8 @@ SCALARS = {
     "extra": "by algorithm: what a balanced 8 B call between two processes, cores free, takes "
              "beyond the model's play of it (papcoll's own work the protocols leave out, such "
              "as Python's path where no plan serves a call; MPI's own under ``mpi``)",
+    "tail": "a call's mean over its usual time (every other time here is the usual): what "
+            "its slowest calls, a preemption or a scheduler's slice, add; 1 for none",
     "wake": "where processes outnumber cores: what a wait that has to wait adds before it sees "
             "its flag or message (the waiter is often off its core)",
     "copy_o": "a memcpy's fixed cost",
@@ -137,7 +139,7 @@ def make(about="", sources=None, **values):
               if k == "cma_gamma" else _by_algorithm(v) if k == "extra" else _footprints(v)
               if k == "copy_G" and isinstance(v, list) else
               isinstance(v, (int, float)) and not isinstance(v, bool)
-              and v >= 0 and (k != "cma_page" or v >= 1) and (k != "cores" or v > 0))
+              and v >= 0 and (k not in ("cma_page", "tail") or v >= 1) and (k != "cores" or v > 0))
         if not ok:
             raise ParamsError(f"parameter {k}: {v!r} is not a valid value")
     return Machine(dict(values), dict(sources or {}), about)

@@ -37,7 +37,8 @@ def arrivals(rng, calls, size, bound, late_fraction=None):
 
 
 def call_time(machine, nodes, block, algorithm, arrive, library="mpich", aggregated=None):
-    """One call's simulated time: the mean over processes of (end - arrival), seconds;
+    """One call's simulated time: the mean over processes of (end - arrival), seconds, times
+    the machine's ``tail`` (the simulation plays a usual call, the benchmark reports a mean);
     ``algorithm``: a name, or a protocol (protocols.py's form). With ``aggregated``
     (aggregate.plan's), ``nodes`` is the machine's and the call is simulated on the plan's
     nodes, timing node 0's processes."""
@@ -58,7 +59,7 @@ def call_time(machine, nodes, block, algorithm, arrive, library="mpich", aggrega
     if extra:
         procs = [_after(extra, proc) for proc in procs]
     end = Sim(machine, nodes).run(procs, arrive)
-    return float(np.mean((np.asarray(end) - arrive)[timed]))
+    return machine.tail * float(np.mean((np.asarray(end) - arrive)[timed]))
 
 
 def _after(seconds, proc):
