@@ -35,6 +35,8 @@ EAGER_SIZES = [SMALL] + [1 << k for k in range(10, 21)]
 BATCH = 16                             # writes in a row: the peer's receives and my queue allow
 EAGER_DELAY = 5e-3                     # the receiver's delay that shows a send waiting for
                                        # it, or 4 one-way times where the link is slower
+LINK_BUDGET, LINK_LEAST = 1.5, 10      # a size's round trips: as many as fit in 1.5 s where
+                                       # the link is slow (the pair: 50 ms each), 10 at least
 
 
 def pingpong(comm, me, other, nbytes):
@@ -178,10 +180,14 @@ def net_link(pair, timeout, where="inbox"):
 
         times = {}
         for nbytes in (SMALL, MID, BIG):
-            reps = 50 if nbytes <= MID else 8
             round_trip(nbytes)                  # the first registers the source
-            # no time budget: each side would stop by its own clock, and one would wait
-            # for a write the other never makes
+            start = time.perf_counter()
+            round_trip(nbytes)
+            # as many as fit in LINK_BUDGET at rank 0's pace, so both sides make the same
+            # round trips (by its own clock, one side would wait for a write never made)
+            most = 50 if nbytes <= MID else 8
+            reps = pair.bcast(min(most, max(LINK_LEAST, int(
+                LINK_BUDGET / (time.perf_counter() - start)))), root=0)
             times[nbytes] = timed(lambda: round_trip(nbytes), reps, budget=float("inf")) / 2
         # o: rank 0's post and flush of a write with its notice, as every write of a call
         # carries one (over MPI RMA the flush puts the notice after the data), in round trips
