@@ -35,24 +35,39 @@ EAGER_SIZES = [SMALL] + [1 << k for k in range(10, 21)]
 BATCH = 16                             # writes in a row: the peer's receives and my queue allow
 EAGER_DELAY = 5e-3                     # the receiver's delay that shows a send waiting for
                                        # it, or 4 one-way times where the link is slower
-LINK_BUDGET, LINK_LEAST = 1.5, 10      # a size's round trips: as many as fit in 1.5 s where
+LINK_BUDGET, LINK_LEAST = 1.0, 10      # a size's round trips: as many as fit in 1 s where
                                        # the link is slow (the pair: 50 ms each), 10 at least
+
+
+def round_trips(pair, nbytes, round_trip):
+    """How many timed round trips of ``nbytes`` a link's measure makes: 50 (8 above 64 KiB), or
+    as many as fit in LINK_BUDGET at rank 0's pace, LINK_LEAST at least; both sides make
+    the same (by its own clock, one would wait for a message the other never sends).
+    ``round_trip()`` makes one, untimed by the caller."""
+    start = time.perf_counter()
+    round_trip()
+    pace = time.perf_counter() - start
+    most = 50 if nbytes <= MID else 8
+    return pair.bcast(min(most, max(LINK_LEAST, int(LINK_BUDGET / pace))), root=0)
 
 
 def pingpong(comm, me, other, nbytes):
     """Half the usual round trip of ``nbytes`` by MPI Send/Recv between ranks 0 and 1 of
     ``comm`` (every rank of it calls; the same reps on both)."""
     a, b = np.zeros(max(nbytes, 1), np.uint8)[:nbytes], np.zeros(max(nbytes, 1), np.uint8)[:nbytes]
-    reps = 50 if nbytes <= MID else 8
-    times = []
-    for _ in range(reps):
-        start = time.perf_counter()
+
+    def one():
         if me == 0:
             comm.Send(a, dest=other)
             comm.Recv(b, source=other)
         else:
             comm.Recv(b, source=other)
             comm.Send(a, dest=other)
+
+    times = []
+    for _ in range(round_trips(comm, nbytes, one)):
+        start = time.perf_counter()
+        one()
         times.append(time.perf_counter() - start)
     return usual(times) / 2
 
@@ -181,13 +196,7 @@ def net_link(pair, timeout, where="inbox"):
         times = {}
         for nbytes in (SMALL, MID, BIG):
             round_trip(nbytes)                  # the first registers the source
-            start = time.perf_counter()
-            round_trip(nbytes)
-            # as many as fit in LINK_BUDGET at rank 0's pace, so both sides make the same
-            # round trips (by its own clock, one side would wait for a write never made)
-            most = 50 if nbytes <= MID else 8
-            reps = pair.bcast(min(most, max(LINK_LEAST, int(
-                LINK_BUDGET / (time.perf_counter() - start)))), root=0)
+            reps = round_trips(pair, nbytes, lambda: round_trip(nbytes))
             times[nbytes] = timed(lambda: round_trip(nbytes), reps, budget=float("inf")) / 2
         # o: rank 0's post and flush of a write with its notice, as every write of a call
         # carries one (over MPI RMA the flush puts the notice after the data), in round trips

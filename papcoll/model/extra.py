@@ -28,8 +28,7 @@ from .timing import usual
 
 BLOCK = 8
 CALLS, WARM = 200, 20
-LEAST = 20           # timed calls of each algorithm, however slow the pair
-TAIL_LEAST = 10      # ... and of the whole job's, whose set-up and rounds take longest
+LEAST = 10           # timed calls of each algorithm, however slow the pair
 BUDGET = 5.0         # seconds for one measurement's timed rounds: where a call takes ms (the
                      # emulated pair), calibrate's three of them must leave it under a minute
 
@@ -39,20 +38,20 @@ def names(between):
     return [a for a in ALGORITHMS if (a in INTRANODE) != between]
 
 
-def rounds(pace, least=LEAST):
+def rounds(pace):
     """(warm-up, timed) rounds where a round takes ``pace`` seconds: ``WARM`` and ``CALLS``,
-    or as many as fit in a fifth of ``BUDGET`` and in ``BUDGET``, but 1 and ``least`` at
+    or as many as fit in a fifth of ``BUDGET`` and in ``BUDGET``, but 1 and ``LEAST`` at
     least."""
     return (max(1, min(WARM, int(BUDGET / 5 / pace))),
-            max(least, min(CALLS, int(BUDGET / pace))))
+            max(LEAST, min(CALLS, int(BUDGET / pace))))
 
 
-def calls(comm, algorithms, least=LEAST):
+def calls(comm, algorithms):
     """On every rank of ``comm``: balanced ``BLOCK``-byte calls of every algorithm in turn,
     after an MPI barrier each, as the arrival benchmark calls them (one algorithm's calls in a
     row ran quicker than the benchmark's). On rank 0, {algorithm: array of each call's mean
     time over the ranks, seconds}; None elsewhere. The rounds: :func:`rounds` at the first
-    round's pace (rank 0's, so every rank makes the same calls), ``least`` at least."""
+    round's pace (rank 0's, so every rank makes the same calls)."""
     send = np.arange(comm.Get_size() * BLOCK, dtype=np.uint8)
     recv = np.empty_like(send)
 
@@ -69,7 +68,7 @@ def calls(comm, algorithms, least=LEAST):
         start = time.perf_counter()
         one_round(pc)
         pace = time.perf_counter() - start          # the first round's, set-up and all
-        warm, timed = comm.bcast(rounds(pace, least), root=0)
+        warm, timed = comm.bcast(rounds(pace), root=0)
         for _ in range(warm):
             one_round(pc)
         times = np.array([one_round(pc) for _ in range(timed)]).T    # (algorithm, call)
@@ -90,7 +89,7 @@ def measure(pair, algorithms):
 def tail(comm):
     """On rank 0 of ``comm`` (the whole job, two nodes or more), :func:`tail_of` the
     algorithms between nodes' :func:`calls`; None elsewhere."""
-    got = calls(comm, names(True), TAIL_LEAST)
+    got = calls(comm, names(True))
     return got and tail_of(got)
 
 
