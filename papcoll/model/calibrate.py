@@ -1,16 +1,16 @@
 """``mpiexec -n N python -m mpi4py -m papcoll model calibrate --out FILE``: measure the model's
 parameters (params.py) on this machine, in the node shape it is launched with
-(PAPCOLL_NODE_SIZE emulates nodes as elsewhere), in well under a minute, and write them with
-the measurement that gave each.
+(PAPCOLL_NODE_SIZE emulates nodes as elsewhere), in under a minute (a second here, 53-57 s
+in the emulated two-host pair), and write them with the measurement that gave each.
 
 Rank 0 measures against two partners: ``mate``, the lowest other rank on its own machine
 (shared memory, CMA, MPI inside a node), and ``far``, the master of another node (MPI between
 nodes, papcoll's transport). Everyone else waits, until the whole job's calls give ``tail``
-(extra.py) last. Each time is the usual over repetitions (the
-mean of the quickest 95 %: timing.py), except where it says otherwise. A one-way time is half a
-ping-pong's round trip; the model's one-way time of a message is o + L + n G + a poll, so L is
-what is left of it. Like the benchmarks, it times MPI's own calls, which MPI does not bound:
-run it where every rank runs.
+(extra.py), last. Each time is the usual over repetitions (the mean of the quickest 95 %:
+timing.py), except where it says otherwise. A one-way time is half a ping-pong's round trip;
+the model's one-way time of a message is o + L + n G + a poll, so L is what is left of it.
+Like the benchmarks, it times MPI's own calls, which MPI does not bound: run it where every
+rank runs.
 """
 import argparse
 import mmap

@@ -15,7 +15,8 @@ benchmark reports the mean, which its slowest calls (a preemption, a scheduler's
 up. ``tail`` is that mean over the usual, of the same balanced 8 B calls made by the whole
 job, every process calling, as the benchmark's are: the median over the algorithms between
 nodes. The pairs above could not show it: their sleeping neighbours' wake-ups are not the
-job's, and read 1.3-1.4 where the whole job's calls read 1.1-1.2 (docs/model.md).
+job's, and at 2 x 2 they read 1.3-1.4 where the whole job's calls read 1.1-1.2
+(docs/model.md).
 """
 import time
 

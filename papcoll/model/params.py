@@ -139,7 +139,8 @@ def make(about="", sources=None, **values):
               if k == "cma_gamma" else _by_algorithm(v) if k == "extra" else _footprints(v)
               if k == "copy_G" and isinstance(v, list) else
               isinstance(v, (int, float)) and not isinstance(v, bool)
-              and v >= 0 and (k not in ("cma_page", "tail") or v >= 1) and (k != "cores" or v > 0))
+              and v >= 0 and (k not in ("cma_page", "tail") or v >= 1)
+              and (k != "cores" or v > 0))
         if not ok:
             raise ParamsError(f"parameter {k}: {v!r} is not a valid value")
     return Machine(dict(values), dict(sources or {}), about)
