@@ -41,7 +41,7 @@ import numpy as np
 from mpi4py import MPI
 
 import papcoll
-from papcoll.algorithms import AUTO, policy
+from papcoll.algorithms import AUTO, pap_direct, policy
 
 from . import fabric
 from .arrival_measure import (CLOCK_METHOD, T_MSG_METHOD, block_rng, clock_offsets,
@@ -145,9 +145,10 @@ def microseconds(seconds):
 
 
 def block_rows(size, mif, names, t_msg, bound, delays, arrivals, in_calls, phases=(),
-               chosen=None):
+               chosen=None, runs_as=None):
     """The result rows of one block from every rank's gathered (arrival, in_call) arrays and
-    phase times ({algorithm: {phase: seconds}} per rank); ``chosen``: what auto ran."""
+    phase times ({algorithm: {phase: seconds}} per rank); ``chosen``: what auto ran;
+    ``runs_as``: {algorithm: the algorithm whose protocol it ran} (pap_direct's scheme)."""
     arrivals = np.stack(arrivals, axis=-1)          # (algorithms, iterations, processes)
     in_calls = np.stack(in_calls, axis=-1)
     rows = []
@@ -166,6 +167,8 @@ def block_rows(size, mif, names, t_msg, bound, delays, arrivals, in_calls, phase
                 for phase in dict.fromkeys(phase for p in mine for phase in p)}
         if name == AUTO:
             rows[-1]["chosen"] = chosen
+        if name in (runs_as or {}):
+            rows[-1]["runs_as"] = runs_as[name]
     mpi = next((r for r in rows if r["algorithm"] == "mpi"), None)
     for row in rows:
         row["ratio_vs_mpi"] = row["avg_us"] / mpi["avg_us"] if mpi else None
@@ -196,7 +199,8 @@ def measure(pc, args, names, offset, peer, progress):
             if rank == 0:
                 rows += block_rows(size, mif, names, t_msg, bound, delays[args.warmup:],
                                    *zip(*gathered),
-                                   chosen=chosen(pc, args.variant, size))
+                                   chosen=chosen(pc, args.variant, size),
+                                   runs_as=schemes(args.variant, size, nprocs))
         this.free()
     for call in calls:
         getattr(call, "free", lambda: None)()
@@ -208,6 +212,14 @@ def chosen(pc, variant, size):
     if variant in ("alltoall", "persistent"):
         return policy.choose(pc._context(), size)
     return policy.choose(pc._context(), None, "alltoall" + variant)
+
+
+def schemes(variant, size, nprocs):
+    """{algorithm: the algorithm it ran as}: ``pap_direct``'s scheme, where one size picks it
+    (in Alltoallv/w each pair's block picks its own)."""
+    if variant in ("alltoall", "persistent"):
+        return {"pap_direct": pap_direct.runs_as(size, nprocs)}
+    return {}
 
 
 def probe_fabrics(pc, args, names):

@@ -161,6 +161,10 @@ def test_arrival_run_writes_results(tmp_path, late):
     assert "mpi" in names and set(names) | set(result["skipped"]) == {*papcoll.algorithms, "auto"}
     assert all(r["chosen"] in papcoll.algorithms for r in result["results"]
                if r["algorithm"] == "auto")
+    # pap_direct's scheme (mpi-rma copies up to 4 MiB), recorded for validation
+    assert [r.get("runs_as") for r in result["results"] if "runs_as" in r] == \
+        ["pap_direct_copy"] * (len(sizes) * len(mifs))
+    assert all(r["algorithm"] == "pap_direct" for r in result["results"] if "runs_as" in r)
     rows = result["results"]
     assert [(r["size"], r["mif"], r["algorithm"]) for r in rows] == \
         [(s, m, a) for s in sizes for m in mifs for a in names]

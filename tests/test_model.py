@@ -342,6 +342,52 @@ def test_validate_repeat_takes_a_second_run_for_the_model(tmp_path, capsys):
     assert "1 second runs for 2 results" in capsys.readouterr().err
 
 
+def test_validate_counts_two_rows_of_one_protocol_as_one_algorithm(tmp_path, capsys):
+    """pap_direct runs its copy-based scheme at these sizes (the benchmark's ``runs_as``): a
+    run where it is a hair ahead of pap_direct_copy names pap_direct_copy's best right in the
+    other run, where the two swap, and the cells print which scheme ran; a run that did not
+    record it, or records another scheme, counts them apart."""
+    from papcoll.model import validate
+    times = {"mpi": 20.0, "pap_direct": 10.0, "pap_direct_copy": 10.1, "pap_shm_direct": 25.0}
+
+    def result(swap, runs_as="pap_direct_copy"):
+        rows = [{"size": s, "mif": 1, "algorithm": a, "avg_us": t * s}
+                for s in (8, 256) for a, t in times.items()]
+        for r in rows:
+            if swap and r["algorithm"].startswith("pap_direct"):
+                r["avg_us"] = 20.1 * r["size"] - r["avg_us"]
+            if r["algorithm"] == "pap_direct" and runs_as:
+                r["runs_as"] = runs_as
+        return {"nprocs": 4, "nodes": 2, "ppn": 2, "mpi_library": "MPICH", "seed": 1,
+                "results": rows}
+    paths = []
+    for name, doc in (("a", result(False)), ("b", result(True)), ("c", result(True, None)),
+                      ("d", result(True, "pap_direct_zcopy"))):
+        (tmp_path / f"{name}.json").write_text(json.dumps(doc))
+        paths.append(str(tmp_path / f"{name}.json"))
+    a, b, c, d = paths
+    validate.main([a, "--repeat", b])
+    out = capsys.readouterr().out
+    assert "named in 2 of 2 blocks" in out and "pap_direct=copy" in out
+    validate.main([c, "--repeat", a])
+    assert "named in 0 of 2 blocks" in capsys.readouterr().out
+    validate.main([d, "--repeat", a])
+    assert "named in 0 of 2 blocks" in capsys.readouterr().out
+
+
+def test_pap_direct_runs_as_the_scheme_its_threshold_picks(monkeypatch):
+    """What the benchmark records for pap_direct: copy-based up to the threshold in force,
+    zero-copy above it -- the rule the model plays (protocols.pap_direct)."""
+    from papcoll.algorithms import pap_direct
+    monkeypatch.setenv("PAPCOLL_COPY_THRESHOLD", "1024")
+    assert pap_direct.runs_as(1024, 4) == "pap_direct_copy"
+    assert pap_direct.runs_as(1025, 4) == "pap_direct_zcopy"
+    c = protocols.Call(params.make(**{**VALUES, "copy_threshold": 1024}),
+                       protocols.shape(2, 1), 1025)
+    assert isinstance(next(protocols.pap_direct(c, 0)), Cpu)
+    assert any(isinstance(a, Put) and a.key[0] == "advert" for a in protocols.pap_direct(c, 0))
+
+
 def test_scale_names_each_cells_best_and_how_far_ahead_of_the_other_side():
     from papcoll.model import scale
     rows = [{"size": 8, "mif": 1, "algorithm": a, "us": t}
@@ -424,11 +470,12 @@ def test_the_aggregated_simulation_stays_near_the_exact_one_where_both_run():
 
 
 def test_validate_predicts_for_the_arrivals_the_benchmark_recorded(tmp_path, capsys):
-    """Where a cell carries its calls' recorded arrivals, the prediction is for those (a
-    sleep's overshoot is part of what ran), not for fresh draws of the planned pattern."""
+    """Where a cell carries its calls' recorded arrivals, the prediction is for every one of
+    them (a sleep's overshoot is part of what ran), not for fresh draws of the planned pattern
+    nor for the first call alone."""
     from papcoll.model import validate
     nodes = protocols.shape(2, 2)
-    recorded = [[0.0, 40e6, 5e6, 90e6], [10e6, 0.0, 60e6, 20e6]]   # us per call (M: seconds)
+    recorded = [[0.0, 40e6, 5e6, 90e6], [0.0] * 4]     # us per call (M: seconds)
     rows = []
     for name in ("mpi", "pap_direct"):
         t = np.mean([predict.call_time(M, nodes, 64, name, np.asarray(a) * 1e-6)
@@ -443,6 +490,11 @@ def test_validate_predicts_for_the_arrivals_the_benchmark_recorded(tmp_path, cap
     assert "2 cells: 100% within 25%" in capsys.readouterr().out
     validate.main(["--params", str(tmp_path / "m.json"), "--drawn", str(tmp_path / "r.json")])
     assert "2 cells: 100% within 25%" not in capsys.readouterr().out
+    validate.main(["--params", str(tmp_path / "m.json"), "--calls", "1", str(tmp_path / "r.json")])
+    assert "2 cells: 100% within 25%" not in capsys.readouterr().out     # the first call alone
+    with pytest.raises(SystemExit):
+        validate.main(["--params", str(tmp_path / "m.json"), "--calls", "0", str(tmp_path / "r.json")])
+    assert "--calls: at least 1" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("pap", [True, False])

@@ -44,6 +44,20 @@ def capped(threshold, size):
     return min(threshold, INBOX_LIMIT // (2 * size))
 
 
+def scheme(block, slot):
+    """The scheme for blocks of ``block`` bytes where the inbox's slot is ``slot``: zero-copy
+    above it, copy-based (None) up to it (the model plays the same rule)."""
+    return "zero-copy" if block > slot else None
+
+
+def runs_as(block, size):
+    """What ``pap_direct`` runs for blocks of ``block`` bytes among ``size`` processes, by its
+    scheme's own algorithm name: the benchmark records it, so that validation counts two rows
+    of one protocol as one algorithm."""
+    copy = scheme(block, copy_threshold(transport_class(), size)) is None
+    return "pap_direct_copy" if copy else "pap_direct_zcopy"
+
+
 def copy_threshold(transport, size):
     chosen = config.copy_threshold()
     if chosen is None:
@@ -75,7 +89,7 @@ class PapDirect(OneSidedAlgorithm):
         return self.copy_based(send, recv)
 
     def scheme_of(self, block):
-        return "zero-copy" if block > self.slot else None
+        return scheme(block, self.slot)
 
     def copy_based(self, send, recv):
         """Write my block for q into my slot of q's inbox (bank = the call's parity); copy q's

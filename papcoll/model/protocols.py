@@ -8,7 +8,7 @@ deadline); the staging ring's waits for completions (writes up to 8 KiB are copi
 over verbs); the hierarchical algorithms' rounds of pieces (one round up to the board's slot);
 and the PAP order in which a process writes to peers it has not seen (successors first).
 """
-from ..algorithms.pap_direct import capped
+from ..algorithms.pap_direct import capped, scheme
 from .sim import Cpu, Poll, Put, Signal, Wait
 
 ADVERT_BYTES = 40          # an advert record (native/papcoll_xport.h: struct pc_advert)
@@ -103,7 +103,7 @@ def direct(c, p):
 def pap_direct(c, p):
     """Copy-based up to the transport's threshold, capped as papcoll caps it by the inbox's
     size (algorithms/pap_direct.py)."""
-    copy = c.block <= capped(c.m.copy_threshold, c.total)
+    copy = scheme(c.block, capped(c.m.copy_threshold, c.total)) is None
     return (pap_direct_copy if copy else pap_direct_zcopy)(c, p)
 
 

@@ -5,8 +5,10 @@ machine.
 
 It prints every cell (measured, predicted, error) and the targets' two figures: the share of
 cells predicted within 25 %, and the share of (size, MIF) blocks whose best algorithm the model
-names -- all of them, and those whose best is not the most common winner. With ``--plot PNG``
-(matplotlib) it draws predicted against measured.
+names -- all of them, and those whose best is not the most common winner. Two rows that ran one
+protocol are one algorithm there: ``pap_direct`` is its copy-based or zero-copy scheme, as the
+benchmark recorded (``runs_as``), and naming either names it. With ``--plot PNG`` (matplotlib)
+it draws predicted against measured.
 
 With ``--repeat AGAIN.json...`` instead of ``--params``, a second run of the same benchmark
 stands in for the model, cell for cell: the figures a model that foresaw the second run exactly
@@ -38,49 +40,58 @@ def modelled(result):
     return nodes, [(row, name) for row, name in rows if name in runs]
 
 
-def cells(machine, result, calls, drawn=False):
-    """(size, mif, algorithm, measured us, predicted us) of every cell the model runs. Each is
-    predicted for the arrivals the benchmark recorded in its calls (the first ``calls`` of
-    them): a sleep overshoots its delay, most where processes outnumber cores, so the planned
-    pattern is not what ran. ``drawn``: for the model's own draws of the planned pattern."""
+def ran(row):
+    """The algorithm whose protocol a row ran: pap_direct's scheme, where recorded."""
+    return row.get("runs_as", row["algorithm"])
+
+
+def cells(machine, result, calls=None, drawn=False):
+    """(size, mif, algorithm, the algorithm it ran, measured us, predicted us) of every cell
+    the model runs. Each is predicted for the arrivals the benchmark recorded in its calls
+    (every one, or the first ``calls``): a sleep overshoots its delay, most where processes
+    outnumber cores, so the planned pattern is not what ran, and one call in a hundred can
+    hold a process back by milliseconds. ``drawn``: for the model's own draws (``calls`` of
+    them, 30 if None) of the planned pattern."""
     nodes, rows = modelled(result)
     library = library_of(result["mpi_library"])
     out = []
     for row, name in rows:
         recorded = row.get("per_rank", {}).get("arrival_us")
         if drawn or not recorded:
-            got = predict.predict(machine, nodes, [row["size"]], [row["mif"]], [name], calls,
-                                  result["seed"], result.get("late_fraction"),
+            got = predict.predict(machine, nodes, [row["size"]], [row["mif"]], [name],
+                                  calls or 30, result["seed"], result.get("late_fraction"),
                                   library)[0]["us"]
         else:
             got = 1e6 * np.mean([predict.call_time(machine, nodes, row["size"], name,
                                                    np.asarray(a) * 1e-6, library)
                                  for a in recorded[:calls]])
-        out.append((row["size"], row["mif"], row["algorithm"], row["avg_us"], got))
+        out.append((row["size"], row["mif"], row["algorithm"], ran(row), row["avg_us"], got))
     return out
 
 
 def repeated(result, again):
-    """(size, mif, algorithm, measured, measured again) of every cell of ``result`` the model
-    runs (:func:`modelled`) that ``again``, a run of the same shape, holds too."""
+    """(size, mif, algorithm, the algorithm it ran, measured, measured again) of every cell of
+    ``result`` the model runs (:func:`modelled`) that ``again``, a run of the same shape,
+    holds too."""
     keys = ("nprocs", "nodes", "ppn", "mpi_library")
     if any(result[k] != again[k] for k in keys):
         raise ValueError("--repeat: not a run of the same shape and MPI library ("
                          + ", ".join(f"{k} {result[k]} and {again[k]}" for k in keys) + ")")
     second = {(r["size"], r["mif"], r["algorithm"]): r["avg_us"] for r in again["results"]}
-    return [(*k, r["avg_us"], second[k]) for r, _ in modelled(result)[1]
+    return [(*k, ran(r), r["avg_us"], second[k]) for r, _ in modelled(result)[1]
             for k in [(r["size"], r["mif"], r["algorithm"])] if k in second]
 
 
 def summary(rows):
     """(share within 25 %, blocks whose best is named right, of how many; the same for blocks
     whose best is not the most common winner, and that winner). ``rows``: (result, size, MIF,
-    algorithm, measured, predicted); a block is one result's size and MIF."""
+    algorithm, the algorithm it ran, measured, predicted); a block is one result's size and
+    MIF, and a best is the algorithm it ran."""
     within = sum(abs(p / m - 1) <= WITHIN for *_, m, p in rows) / max(1, len(rows))
     blocks = {}
-    for result, size, mif, name, m, p in rows:
+    for result, size, mif, name, as_run, m, p in rows:
         if name != "auto":
-            blocks.setdefault((result, size, mif), []).append((name, m, p))
+            blocks.setdefault((result, size, mif), []).append((as_run, m, p))
     best = {k: (min(v, key=lambda r: r[1])[0], min(v, key=lambda r: r[2])[0])
             for k, v in blocks.items() if len(v) > 1}
     common = Counter(m for m, _ in best.values()).most_common(1)
@@ -95,7 +106,7 @@ def ratio_error(rows):
     MPI's own in the same block: how far the model's comparisons go wrong (``model scale``
     takes it as ``--error``); None where no block holds MPI beside another algorithm."""
     blocks = {}
-    for result, size, mif, name, m, p in rows:
+    for result, size, mif, name, _, m, p in rows:
         blocks.setdefault((result, size, mif), {})[name] = (m, p)
     errors = [abs((p / mp) / (m / mm) - 1) for b in blocks.values() if "mpi" in b
               for (mm, mp) in [b["mpi"]] for name, (m, p) in b.items() if name != "mpi"]
@@ -125,7 +136,8 @@ def main(argv):
     against.add_argument("--repeat", nargs="+", metavar="AGAIN", help="instead of the model, "
                          "a second run of each result, in the same order")
     p.add_argument("results", nargs="+", help="the arrival benchmark's JSON results")
-    p.add_argument("--calls", type=int, default=30, help="simulated calls per cell")
+    p.add_argument("--calls", type=int, help="simulated calls per cell: the first CALLS the "
+                   "benchmark recorded (default: every one; with --drawn, 30)")
     p.add_argument("--drawn", action="store_true", help="predict for the model's own draws of "
                    "the planned arrivals, not the ones the benchmark recorded")
     p.add_argument("--plot", help="a PNG of predicted against measured")
@@ -136,6 +148,8 @@ def main(argv):
     if args.repeat and len(args.repeat) != len(args.results):
         p.error(f"--repeat: {len(args.repeat)} second runs for {len(args.results)} results "
                 f"(one each, in the same order)")
+    if args.calls is not None and args.calls < 1:
+        p.error("--calls: at least 1")
     if args.cores is not None and (args.repeat or args.cores <= 0):
         p.error("--cores: a number above 0, with --params")
     machine = params.load(args.params) if args.params else None
@@ -154,8 +168,9 @@ def main(argv):
               f"{result['mpi_library']}")
         print(f"{'size':>9} {'MIF':>4} {'algorithm':16} {'measured':>10} "
               f"{'again' if args.repeat else 'predicted':>10} {'error':>7}")
-        for size, mif, name, m, pr in mine:
-            print(f"{size:>9} {mif:>4} {name:16} {m:10.1f} {pr:10.1f} {pr / m - 1:+7.0%}")
+        for size, mif, name, as_run, m, pr in mine:
+            label = name if as_run == name else f"{name}={as_run.removeprefix(name + '_')}"
+            print(f"{size:>9} {mif:>4} {label:16} {m:10.1f} {pr:10.1f} {pr / m - 1:+7.0%}")
         rows += [(path, *cell) for cell in mine]
     within, right, blocks, rare_right, rare, common = summary(rows)
     print(f"\n{len(rows)} cells: {within:.0%} within {WITHIN:.0%} (target 80 %); best algorithm "
