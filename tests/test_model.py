@@ -497,6 +497,35 @@ def test_validate_predicts_for_the_arrivals_the_benchmark_recorded(tmp_path, cap
     assert "--calls: at least 1" in capsys.readouterr().err
 
 
+def test_validate_draws_its_own_arrivals_where_the_benchmarks_clock_is_too_far_off(
+        tmp_path, capsys):
+    """Recorded arrivals are on rank 0's clock, each rank's offset known to half its round
+    trip: where that is over a quarter of a cell's time (the two-host pair) the cell is
+    predicted as with --drawn, and says so; a clock within it keeps the recorded ones."""
+    from papcoll.model import validate
+    nodes = protocols.shape(2, 2)
+    recorded = [[0.0, 40e6, 5e6, 90e6], [0.0] * 4]
+    t = np.mean([predict.call_time(M, nodes, 64, "mpi", np.asarray(a) * 1e-6) for a in recorded])
+    row = {"size": 64, "mif": 1, "algorithm": "mpi", "avg_us": t * 1e6,
+           "per_rank": {"arrival_us": recorded}}
+    params.save(M, tmp_path / "m.json")
+
+    def scored(round_trip, *options):
+        result = {"nprocs": 4, "nodes": 2, "ppn": 2, "mpi_library": "MPICH", "seed": 1,
+                  "late_fraction": None, "results": [row],
+                  "clock": {"per_rank": [{"round_trip_us": 0.0}] * 3 +
+                            [{"round_trip_us": round_trip}]}}
+        (tmp_path / "r.json").write_text(json.dumps(result))
+        validate.main(["--params", str(tmp_path / "m.json"), *options, str(tmp_path / "r.json")])
+        return capsys.readouterr().out
+    near = scored(0.5 * t * 1e6)                 # off by a quarter at most: recorded
+    assert "1 cells: 100% within 25%" in near and "own arrivals" not in near
+    far = scored(0.51 * t * 1e6)
+    assert "the model's own arrivals in 1 of 1 cells" in far
+    assert far.splitlines()[2].endswith("drawn")
+    assert far.splitlines()[2] == scored(0.0, "--drawn").splitlines()[2]
+
+
 @pytest.mark.parametrize("pap", [True, False])
 def test_the_papers_master_copies_each_aggregate_in_before_its_flag(pap):
     """The paper's PAP_Shm_Direct and Shm_Direct (staged): on 2 nodes of 1, each master ends
