@@ -83,15 +83,15 @@ def cells(machine, result, calls=None, drawn=False):
 
 
 def repeated(result, again):
-    """(size, mif, algorithm, the algorithm it ran, measured, measured again) of every cell of
-    ``result`` the model runs (:func:`modelled`) that ``again``, a run of the same shape,
-    holds too."""
+    """(size, mif, algorithm, the algorithm it ran, measured, measured again, False) of every
+    cell of ``result`` the model runs (:func:`modelled`) that ``again``, a run of the same
+    shape, holds too (the form of :func:`cells`)."""
     keys = ("nprocs", "nodes", "ppn", "mpi_library")
     if any(result[k] != again[k] for k in keys):
         raise ValueError("--repeat: not a run of the same shape and MPI library ("
                          + ", ".join(f"{k} {result[k]} and {again[k]}" for k in keys) + ")")
     second = {(r["size"], r["mif"], r["algorithm"]): r["avg_us"] for r in again["results"]}
-    return [(*k, ran(r), r["avg_us"], second[k]) for r, _ in modelled(result)[1]
+    return [(*k, ran(r), r["avg_us"], second[k], False) for r, _ in modelled(result)[1]
             for k in [(r["size"], r["mif"], r["algorithm"])] if k in second]
 
 
@@ -177,18 +177,18 @@ def main(argv):
                     cells(machine, result, args.calls, args.drawn))
         except (OSError, KeyError, ValueError) as e:
             p.error(f"{path}: {e!r}" if isinstance(e, KeyError) else f"{path}: {e}")
-        own = sum(bool(c[6:] and c[6]) for c in mine)
+        own = sum(c[-1] for c in mine)
         note = (f"; the model's own arrivals in {own} of {len(mine)} cells (the benchmark's "
                 f"clock is off by up to {clock_error(result):.0f} us)" if own else "")
         print(f"# {path}: {result['nprocs']} processes, {result['nodes']} x {result['ppn']}, "
               f"{result['mpi_library']}{note}")
         print(f"{'size':>9} {'MIF':>4} {'algorithm':16} {'measured':>10} "
               f"{'again' if args.repeat else 'predicted':>10} {'error':>7}")
-        for size, mif, name, as_run, m, pr, *drew in mine:
+        for size, mif, name, as_run, m, pr, drawn in mine:
             label = name if as_run == name else f"{name}={as_run.removeprefix(name + '_')}"
             print(f"{size:>9} {mif:>4} {label:16} {m:10.1f} {pr:10.1f} {pr / m - 1:+7.0%}"
-                  + ("  drawn" if drew and drew[0] else ""))
-        rows += [(path, *cell[:6]) for cell in mine]
+                  + ("  drawn" if drawn else ""))
+        rows += [(path, *cell[:-1]) for cell in mine]
     within, right, blocks, rare_right, rare, common = summary(rows)
     print(f"\n{len(rows)} cells: {within:.0%} within {WITHIN:.0%} (target 80 %); best algorithm "
           f"named in {right} of {blocks} blocks (target 80 %), in {rare_right} of the {rare} "
