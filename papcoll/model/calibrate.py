@@ -1,7 +1,7 @@
 """``mpiexec -n N python -m mpi4py -m papcoll model calibrate --out FILE``: measure the model's
 parameters (params.py) on this machine, in the node shape it is launched with
 (PAPCOLL_NODE_SIZE emulates nodes as elsewhere), in about a minute at most (a second here,
-53-66 s in the emulated two-host pair), and write them with the measurement that gave each.
+52-66 s in the emulated two-host pair), and write them with the measurement that gave each.
 
 Rank 0 measures against two partners: ``mate``, the lowest other rank on its own machine
 (shared memory, CMA, MPI inside a node), and ``far``, the master of another node (MPI between

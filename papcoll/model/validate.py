@@ -178,8 +178,9 @@ def main(argv):
         except (OSError, KeyError, ValueError) as e:
             p.error(f"{path}: {e!r}" if isinstance(e, KeyError) else f"{path}: {e}")
         own = sum(c[-1] for c in mine)
-        note = (f"; the model's own arrivals in {own} of {len(mine)} cells (the benchmark's "
-                f"clock is off by up to {clock_error(result):.0f} us)" if own else "")
+        why = ("--drawn" if args.drawn else
+               f"the benchmark's clock is off by up to {clock_error(result):.0f} us")
+        note = f"; the model's own arrivals in {own} of {len(mine)} cells ({why})" if own else ""
         print(f"# {path}: {result['nprocs']} processes, {result['nodes']} x {result['ppn']}, "
               f"{result['mpi_library']}{note}")
         print(f"{'size':>9} {'MIF':>4} {'algorithm':16} {'measured':>10} "
