@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from papcoll.model import extra, params, predict, protocols, timing
-from papcoll.model.sim import Cpu, Deadlock, Put, Sim, Wait
+from papcoll.model.sim import Complete, Cpu, Deadlock, Put, Sim, Wait
 
 from launcher import launch
 
@@ -23,7 +23,7 @@ VALUES = dict(cores=4, entry=3.0, extra={}, mpi_entry=2.0, poll=0.1, flag=0.2, w
               mpi_inter_L=2.0, mpi_inter_o=1.0, mpi_inter_g=0.5, mpi_inter_G=0.01,
               mpi_inter_eager=1000, mpi_intra_L=0.3, mpi_intra_o=0.2, mpi_intra_g=0.0,
               mpi_intra_G=0.001, mpi_intra_eager=1000, copy_threshold=65536,
-              net_shared=0)
+              net_shared=0, net_copied=1000, net_ack=1.5)
 M = params.make(**VALUES)
 
 
@@ -42,6 +42,43 @@ def test_one_message_lands_after_o_L_and_its_bytes_then_a_poll():
 
     # posted at 1 (o), in at 1 + 2 + 100 x 0.01 = 4, seen a poll later
     assert run([sender(), receiver()], [[0], [1]], [0, 0]) == [1.0, 4.1]
+
+
+def test_a_write_above_copied_completes_ack_after_it_lands_and_complete_waits_for_it():
+    net = M.link("net")
+
+    def sender(nbytes):
+        yield Put(1, nbytes, ("x",), net)
+        yield Complete()
+
+    def receiver():
+        yield Wait((("x",),))
+
+    # 2000 B (above net_copied, 1000): posted at 1, through both NICs in 20, in at 1 + 20 + 2
+    # = 23; complete at its poster 1.5 (ack) later, seen a poll after
+    assert run([sender(2000), receiver()], [[0], [1]], [0, 0]) == \
+        pytest.approx([24.6, 23.1])
+    # 1000 B: copied at the post, so the poster is done once it has posted (at 1)
+    assert run([sender(1000), receiver()], [[0], [1]], [0, 0]) == pytest.approx([1.0, 13.1])
+
+
+def test_shm_direct_raises_its_done_flag_once_its_own_aggregate_completes_pap_shm_direct_not():
+    """2 x 2, an aggregate 4 x 300 B, above net_copied: balanced, both masters' aggregates land
+    at once, so shm_direct's master raises its flag ack later than it would without the wait,
+    and its node's other process finishes that much later; pap_shm_direct's flag goes as the
+    other aggregate lands, and only its master waits, at its end."""
+    nodes, zero = protocols.shape(2, 2), [0.0] * 4
+    never = params.make(**{**VALUES, "net_copied": 1 << 62})
+
+    def ends(machine, name):
+        c = protocols.Call(machine, nodes, 300)
+        return Sim(machine, nodes).run([protocols.PAPCOLL[name](c, p) for p in range(4)], zero)
+
+    sd, sd0 = ends(M, "shm_direct"), ends(never, "shm_direct")
+    assert sd[1] - sd0[1] == pytest.approx(1.5) and sd[3] - sd0[3] == pytest.approx(1.5)
+    psd, psd0 = ends(M, "pap_shm_direct"), ends(never, "pap_shm_direct")
+    assert psd[1] == pytest.approx(psd0[1]) and psd[3] == pytest.approx(psd0[3])
+    assert psd0[0] < psd[0] <= psd0[0] + 1.5 + 0.1
 
 
 def test_a_wait_that_waits_on_a_shared_core_pays_wake_and_one_that_does_not_wait_does_not():
@@ -257,6 +294,9 @@ def test_calibrate_measures_every_parameter_and_says_how(tmp_path):
     assert machine.cma_gamma[0] == pytest.approx(1.0) and machine.net_G > 0
     assert machine.tail >= 1.0 and "whole job" in machine.sources["tail"]
     assert "2 x 2 (emulated)" in machine.about
+    # MPI RMA: every write's notice goes once its data is complete, so no call waits after
+    assert machine.net_copied >= 1 << 62 and machine.net_ack == 0.0
+    assert "unused" in machine.sources["net_ack"]
     rows = predict.predict(machine, protocols.shape(2, 2), [8, 65536], [1, 32], calls=3)
     assert len(rows) == 2 * 2 * len(predict.runnable(protocols.shape(2, 2)))
     one = launch(2, ["-m", "papcoll", "model", "calibrate", "--out", tmp_path / "no.json"],

@@ -6,14 +6,14 @@ fitted to the times the model predicts. Times are in seconds, sizes in bytes. A 
 message takes its node's NIC (its message rate), ``G`` seconds per byte; MPI's point-to-point adds its
 ``eager`` limit (larger messages wait for the receiver: rendezvous).
 
-The file is JSON: ``{"papcoll_model": 2, "machine": text, "params": {name: {"value": v,
+The file is JSON: ``{"papcoll_model": 3, "machine": text, "params": {name: {"value": v,
 "source": text}}}``, names as in :data:`NAMES` (a link's with its prefix, ``net_L``).
 """
 import json
 import math
 from dataclasses import dataclass, field
 
-FORMAT = 2
+FORMAT = 3
 LINK = ("L", "o", "g", "G")
 LINKS = {"net": "papcoll's transport between processes (verbs or MPI RMA), per message, into "
                 "its own inbox",
@@ -47,6 +47,13 @@ SCALARS = {
                   "processes of one machine, as MPICH makes them), 0 where a NIC moves them",
     "copy_threshold": "pap_direct's largest copy-based block on this transport (papcoll caps it "
                       "by the inbox's size)",
+    "net_copied": "papcoll's transport: the largest write whose source it copies at the post "
+                  "(verbs: inline, or into a staging ring); a call waits for larger ones to "
+                  "complete before it ends (over MPI RMA every write: its notice goes once its "
+                  "data is complete, which L holds)",
+    "net_ack": "papcoll's transport: from a write's landing until its poster sees it complete "
+               "(the responder's acknowledgement on its way back), for a write above "
+               "net_copied",
     "mpi_inter_eager": "MPI between nodes: the largest message sent eagerly",
     "mpi_intra_eager": "MPI inside a node: the largest message sent eagerly",
 }
@@ -65,6 +72,8 @@ class Link:
     G: float
     eager: float = float("inf")
     shared: bool = False     # inside a node: a copy by the poster's CPU, no NIC
+    copied: float = float("inf")    # larger writes complete ``ack`` after they land, and
+    ack: float = 0.0                # their poster's call waits for that (papcoll's, verbs)
 
     def wire(self, nbytes):
         """Seconds from a message's injection until its last byte is in: L + n G."""
@@ -84,10 +93,12 @@ class Machine:
             raise AttributeError(name) from None
 
     def link(self, kind):
-        v = self.values
+        v, net = self.values, kind.startswith("net")
         return Link(*(v[f"{kind}_{p}"] for p in LINK),
                     eager=v.get(f"{kind}_eager", float("inf")),
-                    shared=kind == "mpi_intra" or kind.startswith("net") and bool(v["net_shared"]))
+                    shared=kind == "mpi_intra" or net and bool(v["net_shared"]),
+                    copied=v["net_copied"] if net else float("inf"),
+                    ack=v["net_ack"] if net else 0.0)
 
     def copy(self, nbytes, footprint=0):
         """A memcpy of ``nbytes`` in a call whose process touches ``footprint`` bytes."""

@@ -4,12 +4,12 @@ signals and waits for, in its order. Names are the registry's.
 
 What the model leaves out, and why it is second order at the sizes it is checked at: the
 engine's slices and Python's checks between them (each a millisecond apart, under the
-deadline); the staging ring's waits for completions (writes up to 8 KiB are copied at the post
-over verbs); the hierarchical algorithms' rounds of pieces (one round up to the board's slot);
+deadline); the staging ring's waits for room (a ring holds four of its largest writes; a call
+waits for the completion of larger ones only at its end, which the model plays); the hierarchical algorithms' rounds of pieces (one round up to the board's slot);
 and the PAP order in which a process writes to peers it has not seen (successors first).
 """
 from ..algorithms.pap_direct import capped, scheme
-from .sim import Cpu, Poll, Put, Signal, Wait
+from .sim import Complete, Cpu, Poll, Put, Signal, Wait
 
 ADVERT_BYTES = 40          # an advert record (native/papcoll_xport.h: struct pc_advert)
 
@@ -69,6 +69,7 @@ def pap_direct_copy(c, p):
         k = yield Wait(tuple(left), any=True)
         left.discard(k)
         yield c.copy(count=c.w(p, k[1]))
+    yield Complete()                                # my writes read my buffer until then
 
 
 def pap_direct_zcopy(c, p, step_order=False):
@@ -94,6 +95,7 @@ def pap_direct_zcopy(c, p, step_order=False):
             left.discard(k)
     if left:
         yield Wait(tuple(left))
+    yield Complete()
 
 
 def direct(c, p):
@@ -121,7 +123,8 @@ def hierarchical(c, p, pap=True, staged=False):
     aggregate (ppn x ppn' blocks) straight into every other node's segment once their node's
     posts are in (in arrival order, or in step order); scatter: with ``pap``, one done flag per
     remote master, raised as its aggregate lands, each process copying its part of it then;
-    without, one flag once all are in. ``staged``: the paper's (Sect. 4.3), whose master copies
+    without, one flag once all are in and the master's own writes complete (its call among the
+    masters is over: native/papcoll_hier.c, ``done`` after ``masters``). ``staged``: the paper's (Sect. 4.3), whose master copies
     each aggregate from its receive area into the shared buffer before raising its flag, and
     hands on only after its own node's gather."""
     yield from _gather(c, p)
@@ -157,7 +160,8 @@ def hierarchical(c, p, pap=True, staged=False):
             yield c.copy(len(c.nodes[j]), c.weight)
             continue
         if not pap and not left:                    # shm_direct: every aggregate, then one flag
-            yield Wait(tuple(aggs))
+            yield Wait(tuple(aggs))                 # once the masters' call is over, my own
+            yield Complete()                        # writes complete
             aggs = set()
             for j in others if staged else ():
                 yield c.copy(len(local) * len(c.nodes[j]), c.weight)
@@ -175,6 +179,7 @@ def hierarchical(c, p, pap=True, staged=False):
             aggs.discard(k)
             yield Signal(tuple(local[1:]), ("done", k[1]))
             yield c.copy(len(c.nodes[k[1]]), c.weight)
+    yield Complete()                                # the masters' call, before the outbox's reuse
 
 
 def pap_shm_direct(c, p):

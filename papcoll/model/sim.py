@@ -14,7 +14,11 @@ that yields what it does next, and gets back what it learned:
   each NIC's direction shares its time evenly among the messages it has at once, so incast
   queues; it lands when both have taken it, its last byte ``L`` after it left. A ``shared``
   link (MPI inside a node) is a copy by my CPU (``o + n G``), seen ``L`` later. It lands in
-  ``dst``'s mailbox under ``key``.
+  ``dst``'s mailbox under ``key``. One longer than its link's ``copied`` (papcoll's, over
+  verbs: the NIC reads its source after the post) completes at its poster ``ack`` after it
+  lands.
+* ``Complete()``: until my writes that complete have completed (papcoll's call ends so: the
+  caller's buffers, and the hierarchical master's outbox, are free again); none: at once.
 * ``Signal(dsts, key)``: a store to a flag other processes of my node poll; seen ``flag``
   later.
 * ``Wait(keys, any=False)``: until every key (or one: then it is sent back) is in my mailbox;
@@ -69,6 +73,11 @@ class Poll:
     keys: tuple
 
 
+@dataclass(frozen=True)
+class Complete:
+    pass
+
+
 class Deadlock(RuntimeError):
     pass
 
@@ -77,10 +86,11 @@ class Flight:
     """A message between two NICs (Sim._send): it lands ``L`` after the later of its sending
     NIC's last byte (``idle`` before that NIC is done with it) and its receiving NIC's."""
 
-    __slots__ = ("sim", "put", "L", "idle", "left", "at")
+    __slots__ = ("sim", "put", "L", "idle", "left", "at", "acked")
 
-    def __init__(self, sim, put, L, idle):
+    def __init__(self, sim, put, L, idle, acked):
         self.sim, self.put, self.L, self.idle, self.left, self.at = sim, put, L, idle, 2, 0.0
+        self.acked = acked             # (poster, key) where it completes there, else None
 
     def sent(self, now):
         self._done(now - self.idle)
@@ -96,6 +106,8 @@ class Flight:
                 sim._at(self.at, sim._land, put.dst, put.key, put.count)
             else:
                 sim._land(put.dst, put.key, put.count)
+            if self.acked:
+                sim._at(self.at + put.link.ack, sim._land, *self.acked)
 
 
 class Sim:
@@ -117,6 +129,7 @@ class Sim:
         self.now, self.heap, self.seq = 0.0, [], 0
         self.box = [{} for _ in range(self.n)]      # key -> (time landed, messages it stands for)
         self.waiting = [None] * self.n
+        self.unacked = [[] for _ in range(self.n)]     # my writes' completions, by key
         self.nics = [(Direction(self), Direction(self)) for _ in range(max(self.node_of) + 1)]
         self.end = [None] * self.n
         for r, gen in enumerate(procs):
@@ -153,7 +166,11 @@ class Sim:
                 self._at(posted + link.L, self._land, action.dst, action.key, count)
             else:
                 posted = self.now + link.o * share * count
-                self._at(posted, self._send, action, self.node_of[r])
+                acked = None
+                if n > link.copied:
+                    acked = (r, ("acked", self.messages))
+                    self.unacked[r].append(acked[1])
+                self._at(posted, self._send, action, self.node_of[r], acked)
             self._at(posted, self._step, r, gen, None)
         elif kind is Sleep:
             self._at(self.now + action.seconds, self._step, r, gen, None)
@@ -167,10 +184,17 @@ class Sim:
         elif kind is Wait:
             self.waiting[r] = (action, gen)
             self._check(r)
+        elif kind is Complete:
+            keys, self.unacked[r] = tuple(self.unacked[r]), []
+            if keys:
+                self.waiting[r] = (Wait(keys), gen)
+                self._check(r)
+            else:
+                self._at(self.now, self._step, r, gen, None)
         else:
             raise TypeError(f"model: rank {r} yielded {action!r}")
 
-    def _send(self, put, node):
+    def _send(self, put, node, acked):
         """A posted message through my node's NIC and the destination's: it lands once both
         have taken it, its last byte ``L`` after either. The receiving NIC takes its bytes
         from when they come, ``L`` after they left: every message's ``L`` later, which is
@@ -178,7 +202,7 @@ class Sim:
         link, n, count = put.link, put.nbytes, put.count
         bytes_out = n * link.G
         gap = max(link.g, bytes_out)            # its last byte leaves before its gap is over
-        flight = Flight(self, put, link.L, gap - bytes_out)
+        flight = Flight(self, put, link.L, gap - bytes_out, acked)
         self.nics[node][0].add(gap * count, flight.sent)
         self.nics[self.node_of[put.dst]][1].add(bytes_out * count, flight.taken)
 

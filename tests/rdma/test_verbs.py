@@ -93,16 +93,24 @@ def test_three_ranks_over_verbs(run_mpi):
 
 def test_four_ranks_over_verbs(run_mpi):
     """The matrix (the hierarchical one as two nodes of 2), PAP order (the PAP algorithms let
-    the early ranks finish whatever the late one holds, Direct does not), and persistent
-    zero-copy requests at every size, each started by its own plan."""
+    the early ranks finish whatever the late one holds, Direct does not), persistent
+    zero-copy requests at every size, each started by its own plan, and the model's
+    calibration over verbs: the largest write copied at its post (PC_IBV_BCOPY between two
+    processes) and a larger write's acknowledgement, measured."""
     names = ["pap_direct_copy", "pap_direct_zcopy", "direct"]
+    calibrate = ["PAPCOLL_NODE_SIZE=2", "-m", "papcoll", "model", "calibrate", "--out", "/dev/null"]
     res = run_mpi(4, "chain.py", *chain(*matrix_steps(2), ["pap.py", "order", *names],
-                                        ["requests.py", "persistent", "pap_direct_zcopy", 20]),
+                                        ["requests.py", "persistent", "pap_direct_zcopy", 20],
+                                        calibrate),
                   env=VERBS, timeout=2400)
     assert res.returncode == 0, res.stdout[-6000:]
     assert res.stdout.count("PERSISTENT ok") == 4, res.stdout[-4000:]
     assert_matrix(res.stdout)
     assert_pap_order(res.stdout, names)
+    got = {line.split()[0]: line.split(None, 2)[1:] for line in res.stdout.splitlines()
+           if line.startswith("  net_")}
+    assert "transport verbs" in res.stdout and got["net_copied"][0] == "8192", got
+    assert float(got["net_ack"][0]) >= 0 and "write without notice" in got["net_ack"][1], got
 
 
 MISMATCHES = [("pap_direct", 8, 16), ("pap_direct", 8, 1 << 17), ("direct", 16, 0),
