@@ -266,6 +266,17 @@ static PyObject *inbox_slot(PyObject *module, PyObject *const *args, Py_ssize_t 
     return PyLong_FromUnsignedLongLong(pc_inbox_slot(a[0], a[1], a[2], a[3]));
 }
 
+/* notice_current(word, seq): pc_notice_current, the notice word's one format. */
+static PyObject *notice_current(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    uint64_t word, seq;
+    if (!pc_nargs("notice_current", nargs, 2, 2) || pc_u64_arg(args[0], "word", &word) < 0 ||
+        pc_u64_arg(args[1], "seq", &seq) < 0)
+        return NULL;
+    return PyBool_FromLong(pc_notice_current(word, seq));
+}
+
 static PyObject *mpi_library(PyObject *module, PyObject *unused)
 {
     (void)module, (void)unused;
@@ -338,6 +349,8 @@ static PyMethodDef core_methods[] = {
     {"allow_ptrace_any", allow_ptrace_any, METH_NOARGS, "pc_allow_ptrace_any: 0 or -errno"},
     {"drop_ptrace_any", drop_ptrace_any, METH_NOARGS, "pc_drop_ptrace_any: 0 or -errno"},
     {"inbox_slot", FASTCALL(inbox_slot), "inbox_slot(bank, n, q, slot): the slot's offset"},
+    {"notice_current", FASTCALL(notice_current),
+     "notice_current(word, seq): whether a board's word is the notice of seq"},
     {"mpi_library", mpi_library, METH_NOARGS, "the version string of the MPI built against"},
     {"mpi_pack", FASTCALL(mpi_pack),
      "mpi_pack(at, count, datatype, packed, unpack) -> MPI's error code"},

@@ -254,6 +254,18 @@ def test_native_functions_refuse_bad_arguments():
         _native.cma_copy(os.getpid(), bytearray(1), -1, False)
     with pytest.raises(ValueError, match="64 unsigned bits"):
         _native.inbox_slot(0, 4, 1 << 64, 8)
+    with pytest.raises(ValueError, match="64 unsigned bits"):
+        _native.notice_current(-1, 0)
+
+
+def test_a_notice_is_current_for_its_own_sequence_number_only():
+    """The calibration reads a board's notice words through the one format (pc_notice_word)."""
+    from papcoll.native import xport
+    boards = np.zeros(4, np.uint64)
+    assert not xport.notice_current(int(boards[0]), 1)
+    boards[0] = (7 << 40) | (1 << 32) | 100        # seq 7, code 1, 100 bytes
+    assert xport.notice_current(int(boards[0]), 7)
+    assert not xport.notice_current(int(boards[0]), 6) and not xport.notice_current(int(boards[0]), 8)
 
 
 # ---- DLPack (native/papcoll_dlpack.h) --------------------------------------------

@@ -13,6 +13,7 @@ Like the benchmarks, it times MPI's own calls, which MPI does not bound: run it 
 rank runs.
 """
 import argparse
+import errno
 import mmap
 import os
 import sys
@@ -166,16 +167,23 @@ def net_link(pair, timeout, where="inbox"):
             x.flush()
             if posts is not None:
                 posts.append(time.perf_counter() - start)
-            if complete:
-                x.complete(timeout)
+            if complete and (rc := x.complete(timeout)) < 0:
+                raise OSError(-rc, f"model calibrate: a write never completed "
+                                   f"({os.strerror(-rc)}, {timeout:g} s)")
+
+        def arrived(s):
+            """Whether the peer's write ``s`` has landed (its notice), else one poll."""
+            if xport.notice_current(int(boards[xport.DATA, s % 2, other]), s):
+                return True
+            rc = x.poll()
+            if rc < 0:                  # a write of mine failed (over verbs: its QP broke)
+                raise OSError(-rc, f"model calibrate: the transport failed "
+                                   f"({os.strerror(-rc)})")
+            return False
 
         def landed(s):
             limit = time.monotonic() + timeout
-            while (int(boards[xport.DATA, s % 2, other]) >> 40) & ((1 << 23) - 1) != s & ((1 << 23) - 1):
-                rc = x.poll()
-                if rc < 0:              # a write of mine failed (over verbs: its QP broke)
-                    raise OSError(-rc, f"model calibrate: the transport failed "
-                                       f"({os.strerror(-rc)})")
+            while not arrived(s):
                 if time.monotonic() > limit:
                     raise TimeoutError(f"model calibrate: a peer's write never landed "
                                        f"(write {s} into {WHERE[where]}, {timeout:g} s)")
@@ -205,14 +213,38 @@ def net_link(pair, timeout, where="inbox"):
             one(SMALL, batch, notice=False, complete=True)
             g = (time.perf_counter() - start) / batch
         pair.Barrier()
-        copied, done = t.inline, None
+        copied, ack = t.inline, None
         if where == "inbox" and copied < MID:       # verbs: the NIC reads a MID B source late
+            gaps = []
 
-            def completes():                        # rank 0's write until complete; 1 idle
-                if me == 0:
-                    one(MID, notice=False, complete=True)
+            def exchange():
+                """Both write MID B to each other at once, as an alltoall's processes do: my
+                write's completion less the peer's write's landing, on my clock."""
+                pair.Barrier()
+                one(MID)
+                start, back, done = time.perf_counter(), None, None
+                while back is None or done is None:
+                    if back is None and arrived(seq[0]):
+                        back = time.perf_counter()
+                    if done is None:
+                        rc = x.complete(0)
+                        if rc == 0:
+                            done = time.perf_counter()
+                        elif rc != -errno.ETIMEDOUT:
+                            raise OSError(-rc, f"model calibrate: a write failed "
+                                               f"({os.strerror(-rc)})")
+                    if time.perf_counter() - start > timeout:
+                        raise TimeoutError(f"model calibrate: a write of an exchange neither "
+                                           f"completed nor landed in {timeout:g} s")
+                gaps.append(done - back)
 
-            done = timed(completes, round_trips(pair, MID, completes), budget=float("inf"))
+            reps = round_trips(pair, MID, exchange)
+            del gaps[:]
+            for _ in range(reps):
+                exchange()
+            # a late start lengthens one side's gap as much as it shortens the other's
+            ack = max(0.0, (usual(gaps) + pair.sendrecv(usual(gaps), dest=other,
+                                                         source=other)) / 2)
         x.complete(timeout)
     finally:
         t.close()
@@ -229,12 +261,14 @@ def net_link(pair, timeout, where="inbox"):
                "G": f"one-way times of {MID} B and {BIG} B writes{into}: the slope"}
     if where == "inbox":
         values["copied"] = copied
-        values["ack"] = 0.0 if done is None else max(0.0, done - times[MID])
+        values["ack"] = 0.0 if ack is None else ack
         sources["copied"] = "the transport's own, as opened for two processes (verbs: " \
                             "less above 64 peers, its staging rings' room shared among them)"
-        sources["ack"] = ("unused: the transport copies every write at its post" if done is None
-                          else f"a {MID} B write without notice, from its post until its "
-                               f"completion is seen (usual), less the write's one-way time")
+        sources["ack"] = ("unused: the transport copies every write at its post" if ack is None
+                          else f"both write {MID} B to each other at once, as an alltoall's "
+                               f"processes do: a write's completion at its poster less the "
+                               f"peer's write's landing there, the usual on each side, their "
+                               f"mean (a late start cancels)")
     return values, sources, poll
 
 

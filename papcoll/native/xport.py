@@ -11,6 +11,7 @@ from .. import _native
 XPort, XCall = _native.XPort, _native.XCall
 ADVERT_BYTES = _native.ADVERT_BYTES
 advert_record, advert_fields = _native.advert_record, _native.advert_fields
+notice_current = _native.notice_current          # (word, seq): the notice word's one format
 
 PC_VERBS, PC_MPI, PC_LOOP = 1, 2, 3
 ADVERT, DATA = 0, 1
