@@ -110,7 +110,7 @@ def test_four_ranks_over_verbs(run_mpi):
     got = {line.split()[0]: line.split(None, 2)[1:] for line in res.stdout.splitlines()
            if line.startswith("  net_")}
     assert "transport verbs" in res.stdout and got["net_copied"][0] == "8192", got
-    assert float(got["net_ack"][0]) >= 0 and "write without notice" in got["net_ack"][1], got
+    assert float(got["net_ack"][0]) >= 0 and "to each other at once" in got["net_ack"][1], got
 
 
 MISMATCHES = [("pap_direct", 8, 16), ("pap_direct", 8, 1 << 17), ("direct", 16, 0),
