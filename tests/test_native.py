@@ -265,7 +265,7 @@ def test_a_notice_is_current_for_its_own_sequence_number_only():
     assert not xport.notice_current(int(boards[0]), 1)
     boards[0] = (7 << 40) | (1 << 32) | 100        # seq 7, code 1, 100 bytes
     assert xport.notice_current(int(boards[0]), 7)
-    assert not xport.notice_current(int(boards[0]), 6) and not xport.notice_current(int(boards[0]), 8)
+    assert not any(xport.notice_current(int(boards[0]), s) for s in (6, 8))
 
 
 # ---- DLPack (native/papcoll_dlpack.h) --------------------------------------------

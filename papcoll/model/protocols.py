@@ -5,8 +5,9 @@ signals and waits for, in its order. Names are the registry's.
 What the model leaves out, and why it is second order at the sizes it is checked at: the
 engine's slices and Python's checks between them (each a millisecond apart, under the
 deadline); the staging ring's waits for room (a ring holds four of its largest writes; a call
-waits for the completion of larger ones only at its end, which the model plays); the hierarchical algorithms' rounds of pieces (one round up to the board's slot);
-and the PAP order in which a process writes to peers it has not seen (successors first).
+waits for the completion of larger ones only at its end, which the model plays); the
+hierarchical algorithms' rounds of pieces (one round up to the board's slot); and the PAP
+order in which a process writes to peers it has not seen (successors first).
 """
 from ..algorithms.pap_direct import capped, scheme
 from .sim import Complete, Cpu, Poll, Put, Signal, Wait
@@ -124,9 +125,9 @@ def hierarchical(c, p, pap=True, staged=False):
     posts are in (in arrival order, or in step order); scatter: with ``pap``, one done flag per
     remote master, raised as its aggregate lands, each process copying its part of it then;
     without, one flag once all are in and the master's own writes complete (its call among the
-    masters is over: native/papcoll_hier.c, ``done`` after ``masters``). ``staged``: the paper's (Sect. 4.3), whose master copies
-    each aggregate from its receive area into the shared buffer before raising its flag, and
-    hands on only after its own node's gather."""
+    masters is over: native/papcoll_hier.c, ``done`` after ``masters``). ``staged``: the
+    paper's (Sect. 4.3), whose master copies each aggregate from its receive area into the
+    shared buffer before raising its flag, and hands on only after its own node's gather."""
     yield from _gather(c, p)
     node = c.node_of[p]
     local = c.local(p)
