@@ -23,7 +23,7 @@ VALUES = dict(cores=4, entry=3.0, extra={}, mpi_entry=2.0, poll=0.1, flag=0.2, w
               mpi_inter_L=2.0, mpi_inter_o=1.0, mpi_inter_g=0.5, mpi_inter_G=0.01,
               mpi_inter_eager=1000, mpi_intra_L=0.3, mpi_intra_o=0.2, mpi_intra_g=0.0,
               mpi_intra_G=0.001, mpi_intra_eager=1000, copy_threshold=65536,
-              net_shared=0, net_copied=1000, net_ack=1.5)
+              net_shared=0, net_copied=1000, net_ack=1.5, net_local_L=2.0)
 M = params.make(**VALUES)
 
 
@@ -60,6 +60,22 @@ def test_a_write_above_copied_completes_ack_after_it_lands_and_complete_waits_fo
         pytest.approx([24.6, 23.1])
     # 1000 B: copied at the post, so the poster is done once it has posted (at 1)
     assert run([sender(1000), receiver()], [[0], [1]], [0, 0]) == pytest.approx([1.0, 13.1])
+
+
+def test_papcolls_writes_inside_a_node_take_its_own_latency_by_as_much_less():
+    """net_local_L 0.5 against net_L 2: a write between two processes of one node lands 1.5
+    sooner, on every link (the exposed one too); between nodes nothing moves."""
+    near = params.make(**{**VALUES, "net_local_L": 0.5})
+    c, far = protocols.Call(near, [[0, 1], [2]], 8), protocols.Call(M, [[0, 1], [2]], 8)
+    for link in (c.net, c.exposed):
+        assert c.to(0, 1, link).L == pytest.approx(link.L - 1.5) and c.to(0, 2, link) == link
+    assert far.to(0, 1, far.net) == far.net
+    nodes, zero = [[0, 1], [2, 3]], np.zeros(4)
+    for name in ("pap_direct_copy", "pap_direct_zcopy", "direct"):
+        assert predict.call_time(near, nodes, 8, name, zero) < \
+            predict.call_time(M, nodes, 8, name, zero)
+        assert predict.call_time(near, [[0], [1]], 8, name, zero[:2]) == \
+            pytest.approx(predict.call_time(M, [[0], [1]], 8, name, zero[:2]))
 
 
 def test_shm_direct_raises_its_done_flag_once_its_own_aggregate_completes_pap_shm_direct_not():
@@ -297,6 +313,8 @@ def test_calibrate_measures_every_parameter_and_says_how(tmp_path):
     # MPI RMA: every write's notice goes once its data is complete, so no call waits after
     assert machine.net_copied >= 1 << 62 and machine.net_ack == 0.0
     assert "unused" in machine.sources["net_ack"]
+    # every node on this one machine: a write inside a node takes the same path as between
+    assert machine.net_local_L == machine.net_L and "one path" in machine.sources["net_local_L"]
     rows = predict.predict(machine, protocols.shape(2, 2), [8, 65536], [1, 32], calls=3)
     assert len(rows) == 2 * 2 * len(predict.runnable(protocols.shape(2, 2)))
     one = launch(2, ["-m", "papcoll", "model", "calibrate", "--out", tmp_path / "no.json"],

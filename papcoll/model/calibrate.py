@@ -336,6 +336,7 @@ def main(argv):
             print(f"model calibrate: {problem}", file=sys.stderr)
         return 2
     mate, far = zeros[1], topo.nodes[1][0]
+    own_node = topo.node_of[mate] == topo.node_of[0]
     values, sources = {}, {}
 
     def take(result, prefix=""):
@@ -346,11 +347,21 @@ def main(argv):
     if rank == 0:
         take(local_params())
     poll = flag = 0.0
-    for kind, partner in (("flag", mate), ("net", far), ("mpi_inter", far), ("mpi_intra", mate)):
+    # inside a node papcoll's writes take another path than between nodes only where the
+    # nodes are machines of their own (over verbs: the NIC's loopback, not the link)
+    apart = far not in zeros and own_node
+    for kind, partner in (("flag", mate), ("net", far), ("mpi_inter", far), ("mpi_intra", mate),
+                          *((("net_local", mate),) if apart else ())):
         pair = comm.Split(0 if rank in (0, partner) else MPI.UNDEFINED, 0 if rank == 0 else 1)
         if pair != MPI.COMM_NULL:
             if kind == "flag":
                 flag = scheduler.flag_time(pair, args.timeout)
+            elif kind == "net_local":
+                result = net_link(pair, args.timeout)
+                if result:
+                    values["net_local_L"] = result[0]["L"]
+                    sources["net_local_L"] = (f"as net_L, between rank 0 and a process of its "
+                                              f"node: {result[1]['L']}")
             elif kind == "net":
                 for where, prefix in (("inbox", "net_"), ("given", "net_given_"),
                                       ("exposed", "net_exposed_")):
@@ -366,7 +377,6 @@ def main(argv):
         take(cma_params(machine))
         wake = scheduler.wake_time(machine, flag, args.timeout)
     machine.Free()
-    own_node = topo.node_of[mate] == topo.node_of[0]
     measured = []                   # rank 0's: (the pair's shape, {algorithm: seconds})
     for partner, between in ((far, True), *(((mate, False),) if own_node else ())):
         pair = comm.Split(0 if rank in (0, partner) else MPI.UNDEFINED, 0 if rank == 0 else 1)
@@ -382,6 +392,11 @@ def main(argv):
         transport = transport_class()
         values["net_shared"] = int(transport.name == "mpi-rma" and far in zeros)
         sources["net_shared"] = "the transport, and whether the far partner is on rank 0's machine"
+        if not apart:
+            values["net_local_L"] = values["net_L"]
+            sources["net_local_L"] = ("net_L: one path (the far partner shares rank 0's "
+                                      "machine)" if own_node else
+                                      "net_L: rank 0's node has no other process here")
         values["copy_threshold"] = transport.copy_threshold
         sources["copy_threshold"] = f"the {transport.name} transport's own (measured there)"
         values["flag"], sources["flag"] = flag, "half the usual round trip of a flag (C waits)"

@@ -51,6 +51,9 @@ SCALARS = {
                   "(verbs: inline, or into a staging ring); a call waits for larger ones to "
                   "complete before it ends (over MPI RMA every write: its notice goes once its "
                   "data is complete, which L holds)",
+    "net_local_L": "papcoll's transport's latency between two processes of one node (over "
+                   "verbs the NIC's loopback); writes inside a node take each link's latency "
+                   "by as much less than net_L",
     "net_ack": "papcoll's transport: from a write's landing until its poster sees it complete "
                "(the responder's acknowledgement on its way back), for a write above "
                "net_copied",

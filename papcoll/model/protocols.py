@@ -9,6 +9,8 @@ waits for the completion of larger ones only at its end, which the model plays);
 hierarchical algorithms' rounds of pieces (one round up to the board's slot); and the PAP
 order in which a process writes to peers it has not seen (successors first).
 """
+from dataclasses import replace
+
 from ..algorithms.pap_direct import capped, scheme
 from .sim import Complete, Cpu, Poll, Put, Signal, Wait
 
@@ -35,6 +37,14 @@ class Call:
         self.footprint = 2 * self.total * block    # a process's send and receive buffers
         self.net, self.given, self.exposed = (machine.link(k) for k in
                                               ("net", "net_given", "net_exposed"))
+        # inside a node papcoll's writes take the path net_local_L measures (the NIC's loopback
+        # where nodes are hosts), each link's latency by as much less as the inbox's
+        closer = machine.net_local_L - machine.net_L
+        self.near = {k: replace(k, L=max(0.0, k.L + closer)) for k in (self.net, self.exposed)}
+
+    def to(self, p, q, link):
+        """``link`` for a write from p to q."""
+        return link if self.node_of[p] != self.node_of[q] else self.near[link]
 
     def w(self, p, q):
         """The messages one from p to q stands for."""
@@ -63,7 +73,7 @@ def pap_direct_copy(c, p):
     peers = c.peers(p)
     seen = [k[1] for k in (yield Poll(tuple(map(_data, peers))))]
     for q in seen + [q for q in peers if q not in seen]:
-        yield Put(q, c.block, _data(p), c.net, c.w(p, q))
+        yield Put(q, c.block, _data(p), c.to(p, q, c.net), c.w(p, q))
     yield c.copy()                                  # my own block
     left = set(map(_data, peers))
     while left:
@@ -80,7 +90,7 @@ def pap_direct_zcopy(c, p, step_order=False):
     yield Cpu(c.m.entry)
     peers = c.peers(p)
     for q in peers:
-        yield Put(q, ADVERT_BYTES, ("advert", p), c.net, c.w(p, q))
+        yield Put(q, ADVERT_BYTES, ("advert", p), c.to(p, q, c.net), c.w(p, q))
     yield c.copy()
     unsent, left = list(peers), set(map(_data, peers))
     while unsent:
@@ -90,7 +100,7 @@ def pap_direct_zcopy(c, p, step_order=False):
             yield Wait((("advert", ready[0]),))
         for q in ready:
             unsent.remove(q)
-            yield Put(q, c.block, _data(p), c.exposed, c.w(p, q))
+            yield Put(q, c.block, _data(p), c.to(p, q, c.exposed), c.w(p, q))
         if unsent and not step_order:
             k = yield Wait(tuple(("advert", q) for q in unsent) + tuple(left), any=True)
             left.discard(k)
