@@ -45,7 +45,9 @@ def test_across_hosts(run_mpi, two_hosts):
     - `python -m papcoll info` chooses verbs with PAPCOLL_TRANSPORT unset;
     - the quick correctness matrix of every one-sided and hierarchical algorithm;
     - PAP order, the late rank (3) on the second host, the early ones on both;
-    - Alltoallv and a persistent request, blocks on both sides of a small slot."""
+    - Alltoallv and a persistent request, blocks on both sides of a small slot;
+    - the model's calibration: a write inside a host (the NIC's loopback) measured apart from
+      one across the link, and quicker."""
     quick = ["PAPCOLL_TEST_QUICK=1", "PAPCOLL_TEST_CALLS=60"]
     order = ["pap_direct_copy", "pap_direct_zcopy", "direct"]
     small_slot = "PAPCOLL_COPY_THRESHOLD=4096"
@@ -53,9 +55,14 @@ def test_across_hosts(run_mpi, two_hosts):
         ["hosts.py"], ["PAPCOLL_TRANSPORT=", "-m", "papcoll", "info"],
         [*quick, "matrix.py", *ALGORITHMS], ["pap.py", "order", *order],
         [small_slot, "vcalls.py", "v", "pap_direct", 20],
-        [small_slot, "requests.py", "persistent", "pap_direct", 30]), env=REAL, timeout=2400)
+        [small_slot, "requests.py", "persistent", "pap_direct", 30],
+        ["-m", "papcoll", "model", "calibrate", "--out", "/dev/null"]), env=REAL, timeout=2400)
     out = res.stdout
     assert res.returncode == 0, out[-6000:]
+    got = {line.split()[0]: line.split(None, 2)[1:] for line in out.splitlines()
+           if line.startswith("  net_")}
+    assert "a process of its node" in got["net_local_L"][1], got
+    assert float(got["net_local_L"][0]) < float(got["net_L"][0]), got
     h1, h2 = two_hosts
     for line in (f"HOSTS {h1},{h1},{h2},{h2}", "SHARED 2,2,2,2",
                  "TRANSPORTS " + ",".join(["verbs:rxe0"] * N),
