@@ -34,6 +34,7 @@ SMALL, MID, BIG = 8, 64 << 10, 1 << 20
 COPIES = [1 << 20, 4 << 20, 16 << 20, 64 << 20]   # copy_G's sizes: from the caches to memory
 EAGER_SIZES = [SMALL] + [1 << k for k in range(10, 21)]
 BATCH = 16                             # writes in a row: the peer's receives and my queue allow
+BATCHES = 5                            # g's batches (one alone read 1.3 us and 5.8 us here)
 EAGER_DELAY = 5e-3                     # the receiver's delay that shows a send waiting for
                                        # it, or 4 one-way times where the link is slower
 LINK_BUDGET, LINK_LEAST = 1.0, 10      # a size's round trips: as many as fit in 1 s where
@@ -125,10 +126,10 @@ WHERE = {  # where a link's writes land: the memory papcoll's calls write into
     "exposed": "a receive buffer the receiver exposed (zero-copy calls)"}
 
 
-def net_link(pair, timeout, where="inbox"):
+def net_link(pair, timeout, where="inbox", ack=True):
     """papcoll's transport between the pair's ranks, its writes landing ``where`` (WHERE):
     DATA puts with their notice, a ping-pong on the notice words; on rank 0 (values, sources,
-    the transport's poll cost)."""
+    the transport's poll cost). ``ack``: measure ``net_ack`` too, where it applies."""
     me, other = pair.Get_rank(), 1 - pair.Get_rank()
     t = open_transport(pair, np.zeros(BIG, np.uint8) if where == "given" else BIG,
                        Deadline(timeout), owner="model calibrate")
@@ -209,12 +210,11 @@ def net_link(pair, timeout, where="inbox"):
             round_trip(SMALL, posts)
         if me == 0:
             o = usual(posts)
-            start = time.perf_counter()
-            one(SMALL, batch, notice=False, complete=True)
-            g = (time.perf_counter() - start) / batch
+            g = timed(lambda: one(SMALL, batch, notice=False, complete=True), BATCHES,
+                      budget=float("inf")) / batch
         pair.Barrier()
         copied, ack = t.inline, None
-        if where == "inbox" and copied < MID:       # verbs: the NIC reads a MID B source late
+        if ack and where == "inbox" and copied < MID:   # verbs: the NIC reads a MID B source late
             gaps = []
 
             def exchange():
@@ -257,7 +257,8 @@ def net_link(pair, timeout, where="inbox"):
                     f"(ping-pong on the notice words), less o, its bytes and a poll",
                "o": f"one {SMALL} B write's post and flush with its notice{into} (rank 0's "
                     f"side of round trips)",
-               "g": f"{batch} such writes posted and complete, per write",
+               "g": f"{batch} such writes posted and complete, per write (the usual of "
+                    f"{BATCHES} batches)",
                "G": f"one-way times of {MID} B and {BIG} B writes{into}: the slope"}
     if where == "inbox":
         values["copied"] = copied
@@ -357,7 +358,7 @@ def main(argv):
             if kind == "flag":
                 flag = scheduler.flag_time(pair, args.timeout)
             elif kind == "net_local":
-                result = net_link(pair, args.timeout)
+                result = net_link(pair, args.timeout, ack=False)
                 if result:
                     values["net_local_L"] = result[0]["L"]
                     sources["net_local_L"] = (f"as net_L, between rank 0 and a process of its "
