@@ -117,7 +117,7 @@ def main(argv):
             if kind == "flag":
                 flag = scheduler.flag_time(pair, args.timeout)
             elif kind == "net_local":
-                result = net_link(pair, args.timeout, ack=False)
+                result = net_link(pair, args.timeout, with_ack=False)
                 if result:
                     values["net_local_L"] = result[0]["L"]
                     sources["net_local_L"] = (f"as net_L, between rank 0 and a process of its "

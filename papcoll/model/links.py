@@ -17,28 +17,43 @@ from .timing import timed, usual
 SMALL, MID, BIG = 8, 64 << 10, 1 << 20
 EAGER_SIZES = [SMALL] + [1 << k for k in range(10, 21)]
 BATCH = 16                             # writes in a row: the peer's receives and my queue allow
-BATCHES = 5                            # g's batches (one alone read 1.3 us and 5.8 us here)
+BATCHES = 4                            # g's batches (one alone read 1.3 us and 5.8 us here)
 EAGER_DELAY = 5e-3                     # the receiver's delay that shows a send waiting for
                                        # it, or 4 one-way times where the link is slower
 LINK_BUDGET, LINK_LEAST = 1.0, 10      # a size's round trips: as many as fit in 1 s where
                                        # the link is slow (the pair: 50 ms each), 10 at least
 
 
-def round_trips(pair, nbytes, round_trip):
+def round_trips(pair, nbytes, round_trip, part=1):
     """How many timed round trips of ``nbytes`` a link's measure makes: 50 (8 above 64 KiB), or
-    as many as fit in LINK_BUDGET at rank 0's pace, LINK_LEAST at least; both sides make
-    the same (by its own clock, one would wait for a message the other never sends).
-    ``round_trip()`` makes one, untimed by the caller."""
+    as many as fit in LINK_BUDGET at rank 0's pace, LINK_LEAST at least -- each divided by
+    ``part`` where the size is measured in that many parts; both sides make the same (by its
+    own clock, one would wait for a message the other never sends). ``round_trip()`` makes
+    one, untimed by the caller."""
     start = time.perf_counter()
     round_trip()
     pace = time.perf_counter() - start
-    most = 50 if nbytes <= MID else 8
-    return pair.bcast(min(most, max(LINK_LEAST, int(LINK_BUDGET / pace))), root=0)
+    most = (50 if nbytes <= MID else 8) // part
+    return pair.bcast(min(most, max(LINK_LEAST // part, int(LINK_BUDGET / part / pace))),
+                      root=0)
 
 
-def pingpong(comm, me, other, nbytes):
+def one_ways(measure):
+    """{size: one-way seconds} of SMALL, MID and BIG, ``measure(nbytes, part)`` giving one
+    size's. SMALL, which gives L, in two halves, before the larger sizes and after them, the
+    quicker half kept: a transient that slows a whole half is not the link's usual (once in
+    six calibrations in one VM, 8 B writes took 15.7 ms a round trip for under a second, where
+    the rest of that calibration read 0.1-0.4 ms)."""
+    first = measure(SMALL, 2)
+    times = {n: measure(n, 1) for n in (MID, BIG)}
+    times[SMALL] = min(first, measure(SMALL, 2))
+    return times
+
+
+def pingpong(comm, me, other, nbytes, part=1):
     """Half the usual round trip of ``nbytes`` by MPI Send/Recv between ranks 0 and 1 of
-    ``comm`` (every rank of it calls; the same reps on both)."""
+    ``comm`` (every rank of it calls; the same reps on both), in ``part`` of a size's round
+    trips (:func:`round_trips`)."""
     a, b = np.zeros(max(nbytes, 1), np.uint8)[:nbytes], np.zeros(max(nbytes, 1), np.uint8)[:nbytes]
 
     def one():
@@ -49,14 +64,15 @@ def pingpong(comm, me, other, nbytes):
             comm.Recv(b, source=other)
             comm.Send(a, dest=other)
 
-    return timed(one, round_trips(comm, nbytes, one), budget=float("inf")) / 2
+    return timed(one, round_trips(comm, nbytes, one, part), budget=float("inf")) / 2
 
 
 def mpi_link(pair, poll):
     """MPI's point-to-point between the pair's two ranks: its LogGP and eager limit; on rank 0,
     ({name: value}, {name: source}); None on rank 1."""
     me, other = pair.Get_rank(), 1 - pair.Get_rank()
-    small, mid, big = (pingpong(pair, me, other, n) for n in (SMALL, MID, BIG))
+    times = one_ways(lambda n, part: pingpong(pair, me, other, n, part))
+    small, mid, big = times[SMALL], times[MID], times[BIG]
     posts, batch = [], 64
     for _ in range(5):                         # o: an Isend's post; g: a batch's pace
         if me == 0:
@@ -109,10 +125,10 @@ WHERE = {  # where a link's writes land: the memory papcoll's calls write into
     "exposed": "a receive buffer the receiver exposed (zero-copy calls)"}
 
 
-def net_link(pair, timeout, where="inbox", ack=True):
+def net_link(pair, timeout, where="inbox", with_ack=True):
     """papcoll's transport between the pair's ranks, its writes landing ``where`` (WHERE):
     DATA puts with their notice, a ping-pong on the notice words; on rank 0 (values, sources,
-    the transport's poll cost). ``ack``: measure ``net_ack`` too, where it applies."""
+    the transport's poll cost). ``with_ack``: measure ``net_ack`` too, where it applies."""
     me, other = pair.Get_rank(), 1 - pair.Get_rank()
     t = open_transport(pair, np.zeros(BIG, np.uint8) if where == "given" else BIG,
                        Deadline(timeout), owner="model calibrate")
@@ -180,24 +196,31 @@ def net_link(pair, timeout, where="inbox", ack=True):
                 landed(seq[0] + 1)
                 one(nbytes)
 
-        times = {}
-        for nbytes in (SMALL, MID, BIG):
+        def one_way(nbytes, part):
             round_trip(nbytes)                  # the first registers the source
-            reps = round_trips(pair, nbytes, lambda: round_trip(nbytes))
-            times[nbytes] = timed(lambda: round_trip(nbytes), reps, budget=float("inf")) / 2
+            reps = round_trips(pair, nbytes, lambda: round_trip(nbytes), part)
+            return timed(lambda: round_trip(nbytes), reps, budget=float("inf")) / 2
+
+        times = one_ways(one_way)
         # o: rank 0's post and flush of a write with its notice, as every write of a call
         # carries one (over MPI RMA the flush puts the notice after the data), in round trips
-        # that let the peer take each notice; the wait for completion untimed
-        posts = []
-        for _ in range(BATCH):
-            round_trip(SMALL, posts)
+        # that let the peer take each notice; the wait for completion untimed. g: batches
+        # between them, each after round trips in which the last one's completions came back
+        # (over verbs the send queue holds 64 writes; in the pair they return 25 ms later)
+        posts, batches = [], []
+        for _ in range(BATCHES):
+            for _ in range(BATCH // BATCHES):
+                round_trip(SMALL, posts)
+            if me == 0:
+                start = time.perf_counter()
+                one(SMALL, batch, notice=False, complete=True)
+                batches.append(time.perf_counter() - start)
         if me == 0:
-            o = usual(posts)
-            g = timed(lambda: one(SMALL, batch, notice=False, complete=True), BATCHES,
-                      budget=float("inf")) / batch
+            o, g = usual(posts), usual(batches) / batch
         pair.Barrier()
         copied, ack = t.inline, None
-        if ack and where == "inbox" and copied < MID:   # verbs: the NIC reads a MID B source late
+        # verbs: the NIC reads a MID B source after the post
+        if with_ack and where == "inbox" and copied < MID:
             gaps = []
 
             def exchange():
