@@ -24,8 +24,10 @@ estimates its offset to rank 0 from a few ping-pongs, keeping the one with the s
 (offset = rank 0's time - midpoint of the round trip; error at most half that round trip).
 
 All algorithms run with the same per-iteration delays (drawn from --seed, size and MIF) and take
-turns within every iteration, rotating who goes first, so machine noise spreads evenly over them
-and their ratios compare like with like.
+turns within every iteration, in a fresh order each (drawn from the same seed), so machine noise
+spreads evenly over them and their ratios compare like with like: where processes share cores a
+call inherits part of the cost of the call before it, and a fixed rotation would hand each
+algorithm always the same predecessor (call_orders in arrival_measure.py).
 
 This module holds the subcommand, its result (JSON, table, figure); arrival_measure.py measures.
 """
@@ -44,9 +46,9 @@ import papcoll
 from papcoll.algorithms import AUTO, pap_direct, policy
 
 from . import fabric
-from .arrival_measure import (CLOCK_METHOD, T_MSG_METHOD, block_rng, clock_offsets,
-                              delay_table, late_count, message_time, run_block, summarize,
-                              t_msg_peer, usable_algorithms)
+from .arrival_measure import (CLOCK_METHOD, T_MSG_METHOD, block_rng, call_orders,
+                              clock_offsets, delay_table, late_count, message_time, run_block,
+                              summarize, t_msg_peer, usable_algorithms)
 from .variants import VARIANTS, caller, case
 from .options import comma_list, format_size, integer, parse_algorithm, parse_size
 
@@ -192,8 +194,9 @@ def measure(pc, args, names, offset, peer, progress):
             delays = delay_table(block_rng(args.seed, size, mif), rounds, nprocs, bound,
                                  args.late_fraction)
             label = f"{format_size(size)} MIF {mif}"
+            orders = call_orders(args.seed, size, mif, rounds, len(names))
             arrival, in_call, phases = run_block(pc, names, this, calls, delays[:, rank],
-                                                 offset, args.spin, args.warmup,
+                                                 orders, offset, args.spin, args.warmup,
                                                  lambda: progress.step(label))
             gathered = pc.gather((arrival, in_call, phases), root=0)
             if rank == 0:

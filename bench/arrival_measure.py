@@ -13,6 +13,7 @@ from papcoll.trace import phase_times
 PINGPONGS = 40          # measured repetitions for t_msg, after PINGPONG_WARMUP unmeasured ones
 PINGPONG_WARMUP = 5
 CLOCK_PINGPONGS = 50    # per rank, for its clock offset
+ORDER_STREAM = 1        # call_orders' generator: the delays' key with this appended
 SPIN_TAIL = 50e-6       # sleep() overshoots by up to the timer slack (50 us): spin that part
 T_MSG_METHOD = (f"min over {PINGPONGS} ping-pongs of one block between rank 0 and rank {{peer}} of "
                 f"half the round trip (local copy when N=1), broadcast from rank 0")
@@ -69,9 +70,15 @@ def summarize(in_call, arrivals):
                               "unavoidable_us": np.round(wait, 3).tolist()}}
 
 
-def turn_order(nalgorithms, iteration):
-    """Algorithms in turn within one iteration, a different one first each time."""
-    return [(iteration + j) % nalgorithms for j in range(nalgorithms)]
+def call_orders(seed, size, label, rounds, nalgorithms):
+    """Every iteration's order of the algorithms in one block: a fresh permutation each, drawn
+    alike on every rank, from a stream apart from the delays' (block_rng's draws stay as they
+    were). So each algorithm follows each other about equally often: a call inherits part of
+    the cost of the one before it where processes share cores (at N = 4 on 2 cores MPI's 8 B
+    call took 39 us after ``direct``'s, 17 after its own), which a rotation in a fixed order
+    handed always to the same neighbour."""
+    rng = np.random.default_rng([seed, size, label, ORDER_STREAM])
+    return [rng.permutation(nalgorithms).tolist() for _ in range(rounds)]
 
 
 # ---- measuring (collective) ----------------------------------------------------------------
@@ -174,10 +181,10 @@ def usable_algorithms(pc, names):
     return usable, skipped
 
 
-def run_block(pc, names, case, calls, delays, offset, spin, warmup, tick):
+def run_block(pc, names, case, calls, delays, orders, offset, spin, warmup, tick):
     """Every algorithm (``calls[j]`` calls ``names[j]``) through every iteration of one (size,
-    MIF) block of ``case`` (variants.Case), waiting ``delays`` (this rank's, one per iteration)
-    after the barrier. Returns (arrival on rank 0's clock, time in call), each of shape
+    MIF) block of ``case`` (variants.Case), in ``orders[iteration]`` (call_orders'), waiting
+    ``delays`` (this rank's, one per iteration) after the barrier. Returns (arrival on rank 0's clock, time in call), each of shape
     (algorithms, timed iterations), in seconds, and this rank's mean phase times {algorithm:
     {phase: seconds}} of the timed calls that recorded phases. Warm-up results are checked."""
     send, recv = case.send, case.recv
@@ -186,7 +193,7 @@ def run_block(pc, names, case, calls, delays, offset, spin, warmup, tick):
     phases = {}
     traces = pc.traces
     for it, delay in enumerate(delays):
-        for j in turn_order(len(names), it):
+        for j in orders[it]:
             if it < warmup:
                 case.clear()
             pc.Barrier()

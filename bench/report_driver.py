@@ -16,12 +16,17 @@ from mpi4py import MPI
 import papcoll
 
 from . import leftovers
-from .arrival_measure import turn_order
 from .options import format_sizes
 
 ROOT = Path(__file__).resolve().parents[1]
 MPIEXEC = ROOT / "scripts" / "mpiexec"          # adds Open MPI's flags when needed
 LATE_FRACTIONS = (0.25, 0.75)
+
+
+def turn_order(nalgorithms, iteration):
+    """Algorithms in turn within one round of separate runs, a different one first each time
+    (each run its own processes: none inherits another's state)."""
+    return [(iteration + j) % nalgorithms for j in range(nalgorithms)]
 
 
 def bench_command(nprocs, *options):

@@ -2,13 +2,14 @@
 import argparse
 import importlib
 import json
+from collections import Counter
 
 import numpy as np
 import pytest
 from launcher import launch
 
 import papcoll
-from papcoll.bench import arrival, arrival_measure, fabric, options
+from papcoll.bench import arrival, arrival_measure, fabric, options, report_driver
 from papcoll.topology import Topology
 
 bench_main = importlib.import_module("papcoll.bench.__main__")
@@ -84,9 +85,20 @@ def test_clock_offset_uses_the_fastest_round_trip():
 
 
 def test_turn_order_rotates_who_goes_first():
-    orders = [arrival_measure.turn_order(3, it) for it in range(3)]
+    orders = [report_driver.turn_order(3, it) for it in range(3)]
     assert all(sorted(order) == [0, 1, 2] for order in orders)
     assert [order[0] for order in orders] == [0, 1, 2]
+
+
+def test_call_orders_are_seeded_permutations_each_following_each_other():
+    orders = arrival_measure.call_orders(1, 8, 32, 400, 4)
+    assert orders == arrival_measure.call_orders(1, 8, 32, 400, 4)     # alike on every rank
+    assert orders != arrival_measure.call_orders(2, 8, 32, 400, 4)
+    assert all(sorted(order) == [0, 1, 2, 3] for order in orders)
+    follows = Counter((a, b) for order in orders for a, b in zip(order, order[1:]))
+    assert set(follows) == {(a, b) for a in range(4) for b in range(4) if a != b}
+    assert min(follows.values()) > 0.5 * max(follows.values())      # none always the same one
+    assert {order[0] for order in orders} == {0, 1, 2, 3}
 
 
 def test_t_msg_partner_is_rank_1_or_the_next_nodes_master():
