@@ -5,7 +5,7 @@
 Phases of ``--phase`` calls alternate between the MIFs of ``--mif`` (default 1 and 128: a
 balanced phase, then a skewed one), ``--cycles`` times. Every call waits its delay as in the
 arrival benchmark (arrival.py: uniform in [0, MIF x t_msg), drawn from --seed), and every
-algorithm takes its turn in every call, in a fresh order each (arrival_measure.call_orders), so
+algorithm takes its turn in every call, in a fresh order each (arrival_measure.call_schedule), so
 all see the same delays and the same noise. Beside each fixed algorithm and the plain ``auto``, ``adaptive`` is
 ``auto`` on a Communicator made with PAPCOLL_ADAPT=K (--adapt): it sees the phases change
 through its own calls, as a program would.
@@ -31,7 +31,7 @@ import papcoll
 from papcoll.algorithms import AUTO
 from papcoll.model import scale
 
-from .arrival_measure import (block_rng, buffers, call_orders, clock_offsets, delay_table,
+from .arrival_measure import (block_rng, buffers, call_schedule, clock_offsets, delay_table,
                               message_time, run_block, usable_algorithms)
 from .options import comma_list, format_size, integer, parse_size
 from .variants import Case, caller
@@ -130,9 +130,9 @@ def run(args):
             send, recv, want = buffers(rank, nprocs, size)
             t_msg, _ = message_time(pc, size, min(1, nprocs - 1))
             delays, phases = phase_delays(args, size, nprocs, t_msg)
-            orders = call_orders(args.seed, size, 0, len(delays), len(names))
+            schedule = call_schedule(args.seed, size, 0, len(delays), len(names))
             _, in_call, _ = run_block(pc, names, Case(send, recv, recv, want), calls,
-                                      delays[:, rank], orders, offset, False, args.warmup,
+                                      delays[:, rank], schedule, offset, False, args.warmup,
                                       lambda: None)
             gathered = pc.gather(in_call, root=0)
             if rank == 0:

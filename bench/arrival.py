@@ -26,8 +26,11 @@ estimates its offset to rank 0 from a few ping-pongs, keeping the one with the s
 All algorithms run with the same per-iteration delays (drawn from --seed, size and MIF) and take
 turns within every iteration, in a fresh order each (drawn from the same seed), so machine noise
 spreads evenly over them and their ratios compare like with like: where processes share cores a
-call inherits part of the cost of the call before it, and a fixed rotation would hand each
-algorithm always the same predecessor (call_orders in arrival_measure.py).
+call carries part of the cost of the call before it, and a fixed rotation would hand each
+algorithm always the same predecessor (call_schedule in arrival_measure.py). With ``--apart``
+each algorithm's iterations run one after another instead, as in a program that calls one
+algorithm: no call follows another algorithm's but the first, and a slow spell of the machine
+falls on one algorithm (docs/benchmarks.md compares the two).
 
 This module holds the subcommand, its result (JSON, table, figure); arrival_measure.py measures.
 """
@@ -46,7 +49,7 @@ import papcoll
 from papcoll.algorithms import AUTO, pap_direct, policy
 
 from . import fabric
-from .arrival_measure import (CLOCK_METHOD, T_MSG_METHOD, block_rng, call_orders,
+from .arrival_measure import (CLOCK_METHOD, T_MSG_METHOD, block_rng, call_schedule,
                               clock_offsets, delay_table, late_count, message_time, run_block,
                               summarize, t_msg_peer, usable_algorithms)
 from .variants import VARIANTS, caller, case
@@ -102,6 +105,11 @@ def add_arguments(parser):
                              "network message)")
     parser.add_argument("--spin", action="store_true",
                         help="busy-wait the delays (default: sleep, spinning only the last 50 us)")
+    parser.add_argument("--apart", action="store_true",
+                        help="run each algorithm's iterations of a block one after another, "
+                             "the algorithms in a drawn order, as a program that calls one "
+                             "algorithm has them (default: every iteration calls every "
+                             "algorithm, in a fresh order each)")
     parser.add_argument("--mixed-fabrics", action="store_true",
                         help="compare even where MPI and papcoll moved their data over "
                              "different networks (see bench/fabric.py); refused otherwise")
@@ -194,9 +202,9 @@ def measure(pc, args, names, offset, peer, progress):
             delays = delay_table(block_rng(args.seed, size, mif), rounds, nprocs, bound,
                                  args.late_fraction)
             label = f"{format_size(size)} MIF {mif}"
-            orders = call_orders(args.seed, size, mif, rounds, len(names))
+            schedule = call_schedule(args.seed, size, mif, rounds, len(names), args.apart)
             arrival, in_call, phases = run_block(pc, names, this, calls, delays[:, rank],
-                                                 orders, offset, args.spin, args.warmup,
+                                                 schedule, offset, args.spin, args.warmup,
                                                  lambda: progress.step(label))
             gathered = pc.gather((arrival, in_call, phases), root=0)
             if rank == 0:
@@ -296,6 +304,7 @@ def run(args):
             "late_fraction": args.late_fraction,
             "late_processes": args.late_fraction and late_count(nprocs, args.late_fraction),
             "delay_wait": "spin" if args.spin else "sleep",
+            "calls": "apart" if args.apart else "interleaved",
             "seed": args.seed, "iterations": args.iterations, "warmup": args.warmup,
             "sizes": args.sizes, "mifs": args.mif,
             "algorithms": {name: papcoll.algorithms[name].description if name != AUTO else
@@ -335,7 +344,8 @@ def format_table(result):
         + ("  -- MIXED: the sides ran on different networks" if r.get("mixed_fabrics") else ""),
         f"# date: {r['date']}  host: {r['host']}",
         f"# arrival: {mode}, after a barrier ({r['delay_wait']}); {r['iterations']} iterations "
-        f"(+{r['warmup']} warm-up), seed {r['seed']}",
+        f"(+{r['warmup']} warm-up), seed {r['seed']}; the algorithms' calls "
+        f"{r.get('calls', 'interleaved')}",
         f"# t_msg: {r['t_msg']['method']}:",
         "#   " + ", ".join(f"{format_size(t['size'])} {t['t_msg_us']:.2f} us"
                            for t in r["t_msg"]["per_size"]),

@@ -13,7 +13,7 @@ from papcoll.trace import phase_times
 PINGPONGS = 40          # measured repetitions for t_msg, after PINGPONG_WARMUP unmeasured ones
 PINGPONG_WARMUP = 5
 CLOCK_PINGPONGS = 50    # per rank, for its clock offset
-ORDER_STREAM = 1        # call_orders' generator: the delays' key with this appended
+ORDER_STREAM = 1        # call_schedule's generator: the delays' key with this appended
 SPIN_TAIL = 50e-6       # sleep() overshoots by up to the timer slack (50 us): spin that part
 T_MSG_METHOD = (f"min over {PINGPONGS} ping-pongs of one block between rank 0 and rank {{peer}} of "
                 f"half the round trip (local copy when N=1), broadcast from rank 0")
@@ -70,15 +70,21 @@ def summarize(in_call, arrivals):
                               "unavoidable_us": np.round(wait, 3).tolist()}}
 
 
-def call_orders(seed, size, label, rounds, nalgorithms):
-    """Every iteration's order of the algorithms in one block: a fresh permutation each, drawn
-    alike on every rank, from a stream apart from the delays' (block_rng's draws stay as they
-    were). So each algorithm follows each other about equally often: a call inherits part of
-    the cost of the one before it where processes share cores (at N = 4 on 2 cores MPI's 8 B
-    call took 39 us after ``direct``'s, 17 after its own), which a rotation in a fixed order
-    handed always to the same neighbour."""
+def call_schedule(seed, size, label, rounds, nalgorithms, apart=False):
+    """The order of one block's calls: (iteration, algorithm) pairs, drawn alike on every rank
+    from a stream apart from the delays' (block_rng's draws stay as they were).
+
+    Interleaved (the default), every iteration calls every algorithm, in a fresh order each:
+    a slow spell of the machine falls on all of them alike, and each follows each other about
+    equally often, where a rotation in a fixed order handed each the same neighbour -- where
+    processes share cores a call carries part of the cost of the call before it (at N = 4 on
+    2 cores MPI's 8 B call took 39 us after ``direct``'s, 17 after its own). ``apart``: each
+    algorithm's iterations in a run of their own, the algorithms in a drawn order, as a
+    program that calls one algorithm has them; a slow spell then falls on one."""
     rng = np.random.default_rng([seed, size, label, ORDER_STREAM])
-    return [rng.permutation(nalgorithms).tolist() for _ in range(rounds)]
+    if apart:
+        return [(it, j) for j in rng.permutation(nalgorithms).tolist() for it in range(rounds)]
+    return [(it, j) for it in range(rounds) for j in rng.permutation(nalgorithms).tolist()]
 
 
 # ---- measuring (collective) ----------------------------------------------------------------
@@ -181,10 +187,11 @@ def usable_algorithms(pc, names):
     return usable, skipped
 
 
-def run_block(pc, names, case, calls, delays, orders, offset, spin, warmup, tick):
+def run_block(pc, names, case, calls, delays, schedule, offset, spin, warmup, tick):
     """Every algorithm (``calls[j]`` calls ``names[j]``) through every iteration of one (size,
-    MIF) block of ``case`` (variants.Case), in ``orders[iteration]`` (call_orders'), waiting
-    ``delays`` (this rank's, one per iteration) after the barrier. Returns (arrival on rank 0's clock, time in call), each of shape
+    MIF) block of ``case`` (variants.Case), in the order of ``schedule`` (call_schedule's),
+    waiting ``delays`` (this rank's, one per iteration) after the barrier; ``tick()`` after
+    every len(names) calls. Returns (arrival on rank 0's clock, time in call), each of shape
     (algorithms, timed iterations), in seconds, and this rank's mean phase times {algorithm:
     {phase: seconds}} of the timed calls that recorded phases. Warm-up results are checked."""
     send, recv = case.send, case.recv
@@ -192,25 +199,25 @@ def run_block(pc, names, case, calls, delays, orders, offset, spin, warmup, tick
     in_call = np.zeros_like(arrival)
     phases = {}
     traces = pc.traces
-    for it, delay in enumerate(delays):
-        for j in orders[it]:
-            if it < warmup:
-                case.clear()
-            pc.Barrier()
-            wait(delay, spin)
-            if traces is not None:
-                traces.clear()
-            start = time.perf_counter()
-            calls[j](send, recv)
-            in_call[j, it] = time.perf_counter() - start
-            arrival[j, it] = start + offset
-            if it < warmup and not case.ok():
-                raise AssertionError(f"algorithm {names[j]!r} delivered wrong data "
-                                     f"({case.bytes} bytes received)")
-            if traces and it >= warmup and traces[-1]["phases"]:
-                for phase, seconds in phase_times(traces[-1]).items():
-                    phases.setdefault(names[j], {}).setdefault(phase, []).append(seconds)
-        tick()
+    for k, (it, j) in enumerate(schedule):
+        if it < warmup:
+            case.clear()
+        pc.Barrier()
+        wait(delays[it], spin)
+        if traces is not None:
+            traces.clear()
+        start = time.perf_counter()
+        calls[j](send, recv)
+        in_call[j, it] = time.perf_counter() - start
+        arrival[j, it] = start + offset
+        if it < warmup and not case.ok():
+            raise AssertionError(f"algorithm {names[j]!r} delivered wrong data "
+                                 f"({case.bytes} bytes received)")
+        if traces and it >= warmup and traces[-1]["phases"]:
+            for phase, seconds in phase_times(traces[-1]).items():
+                phases.setdefault(names[j], {}).setdefault(phase, []).append(seconds)
+        if k % len(names) == len(names) - 1:
+            tick()
     means = {name: {phase: float(np.mean(t)) for phase, t in times.items()}
              for name, times in phases.items()}
     return arrival[:, warmup:], in_call[:, warmup:], means

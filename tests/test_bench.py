@@ -90,15 +90,29 @@ def test_turn_order_rotates_who_goes_first():
     assert [order[0] for order in orders] == [0, 1, 2]
 
 
-def test_call_orders_are_seeded_permutations_each_following_each_other():
-    orders = arrival_measure.call_orders(1, 8, 32, 400, 4)
-    assert orders == arrival_measure.call_orders(1, 8, 32, 400, 4)     # alike on every rank
-    assert orders != arrival_measure.call_orders(2, 8, 32, 400, 4)
+def test_call_schedule_interleaved_draws_each_iteration_afresh():
+    schedule = arrival_measure.call_schedule(1, 8, 32, 400, 4)
+    assert schedule == arrival_measure.call_schedule(1, 8, 32, 400, 4)   # alike on every rank
+    assert schedule != arrival_measure.call_schedule(2, 8, 32, 400, 4)
+    assert [it for it, _ in schedule] == [it for it in range(400) for _ in range(4)]
+    orders = [[j for it, j in schedule if it == k] for k in range(400)]
     assert all(sorted(order) == [0, 1, 2, 3] for order in orders)
-    follows = Counter((a, b) for order in orders for a, b in zip(order, order[1:]))
-    assert set(follows) == {(a, b) for a in range(4) for b in range(4) if a != b}
-    assert min(follows.values()) > 0.5 * max(follows.values())      # none always the same one
+    # each algorithm follows each other about as often (a rotation: 1 never follows 2)
+    calls = [j for _, j in schedule]
+    follows = Counter(zip(calls, calls[1:]))
+    others = [(a, b) for a in range(4) for b in range(4) if a != b]
+    assert min(follows[p] for p in others) > 0.5 * max(follows[p] for p in others)
     assert {order[0] for order in orders} == {0, 1, 2, 3}
+
+
+def test_call_schedule_apart_runs_each_algorithm_through_its_iterations():
+    schedule = arrival_measure.call_schedule(1, 8, 32, 5, 3, apart=True)
+    runs = [schedule[k:k + 5] for k in range(0, 15, 5)]
+    assert sorted(run[0][1] for run in runs) == [0, 1, 2]
+    assert all(run == [(it, run[0][1]) for it in range(5)] for run in runs)
+    firsts = {arrival_measure.call_schedule(seed, 8, 32, 5, 3, apart=True)[0][1]
+              for seed in range(20)}
+    assert firsts == {0, 1, 2}                                 # the algorithms' order is drawn
 
 
 def test_t_msg_partner_is_rank_1_or_the_next_nodes_master():
@@ -151,7 +165,7 @@ def test_arrival_run_writes_results(tmp_path, late):
     options = ["--sizes", "8,4K", "--mif", "0,4", "--iterations", 3, "--warmup", 1,
                "--out", tmp_path, "--name", "run"]
     if late:
-        options += ["--late-fraction", late]
+        options += ["--late-fraction", late, "--apart"]      # each algorithm's calls in a run
     code, out = run_arrival(2, *options)
     assert code == 0, out[-4000:]
     assert "# papcoll random-arrival benchmark" in out
@@ -162,6 +176,7 @@ def test_arrival_run_writes_results(tmp_path, late):
     assert {"command", "nprocs", "mpi_library", "seed", "t_msg", "clock", "algorithms",
             "results", "late_fraction"} <= result.keys()
     assert result["nprocs"] == 2 and result["late_fraction"] == late
+    assert result["calls"] == ("apart" if late else "interleaved")
     # One host: every algorithm, MPI's own included, moved its data in shared memory.
     assert result["fabric"]["mpi"] == {"8": "shared memory", "4096": "shared memory"}
     assert not result["mixed_fabrics"] and "# networks used" in out

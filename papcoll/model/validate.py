@@ -10,6 +10,11 @@ protocol are one algorithm there: ``pap_direct`` is its copy-based or zero-copy 
 benchmark recorded (``runs_as``), and naming either names it. With ``--plot PNG`` (matplotlib)
 it draws predicted against measured.
 
+The model plays one algorithm's calls, each after the last of its own. A run whose algorithms
+interleave (the benchmark's default) also carries, where processes share cores, part of each
+call's predecessor's cost, another algorithm's; ``--apart`` runs measure what the model plays
+(docs/model.md, "One algorithm's calls").
+
 With ``--repeat AGAIN.json...`` instead of ``--params``, a second run of the same benchmark
 stands in for the model, cell for cell: the figures a model that foresaw the second run exactly
 would score against the first. That is how far the measurements themselves reach the targets
@@ -182,7 +187,7 @@ def main(argv):
                f"the benchmark's clock is off by up to {clock_error(result):.0f} us")
         note = f"; the model's own arrivals in {own} of {len(mine)} cells ({why})" if own else ""
         print(f"# {path}: {result['nprocs']} processes, {result['nodes']} x {result['ppn']}, "
-              f"{result['mpi_library']}{note}")
+              f"{result['mpi_library']}, calls {result.get('calls', 'interleaved')}{note}")
         print(f"{'size':>9} {'MIF':>4} {'algorithm':16} {'measured':>10} "
               f"{'again' if args.repeat else 'predicted':>10} {'error':>7}")
         for size, mif, name, as_run, m, pr, drawn in mine:
