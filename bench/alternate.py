@@ -5,10 +5,10 @@
 Phases of ``--phase`` calls alternate between the MIFs of ``--mif`` (default 1 and 128: a
 balanced phase, then a skewed one), ``--cycles`` times. Every call waits its delay as in the
 arrival benchmark (arrival.py: uniform in [0, MIF x t_msg), drawn from --seed), and every
-algorithm takes its turn in every call, in a fresh order each (arrival_measure.call_schedule), so
-all see the same delays and the same noise. Beside each fixed algorithm and the plain ``auto``, ``adaptive`` is
-``auto`` on a Communicator made with PAPCOLL_ADAPT=K (--adapt): it sees the phases change
-through its own calls, as a program would.
+algorithm takes its turn in every call, in a fresh order each (arrival_measure.call_schedule),
+so all see the same delays and the same noise. Beside each fixed algorithm and the plain
+``auto``, ``adaptive`` is ``auto`` on a Communicator made with PAPCOLL_ADAPT=K (--adapt): it
+sees the phases change through its own calls, as a program would.
 
 For each size it prints each phase's mean time per call of every algorithm, the phase's best
 fixed algorithm, adaptive's and auto's ratio to it, and over the whole run adaptive's ratio to
