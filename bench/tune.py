@@ -88,7 +88,7 @@ def options(args):
     return argparse.Namespace(
         sizes=args.sizes or (QUICK_SIZES if args.quick else SIZES), mif=args.mif,
         iterations=args.iterations or (40 if args.quick else 200), warmup=3, seed=args.seed,
-        late_fraction=None, spin=False, variant="alltoall")
+        late_fraction=None, spin=False, variant="alltoall", apart=False)
 
 
 def bounds(sizes):
