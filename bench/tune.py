@@ -39,6 +39,7 @@ from papcoll import adaptive, transport
 from papcoll.algorithms import AUTO, policy
 from papcoll.errors import ConfigError
 
+from . import arrival
 from .arrival import Progress, measure
 from .arrival_measure import clock_offsets, t_msg_peer, usable_algorithms
 from .options import comma_list, format_size, integer, parse_size
@@ -84,11 +85,13 @@ def add_arguments(parser):
 
 
 def options(args):
-    """The arrival benchmark's options for this run."""
-    return argparse.Namespace(
+    """The arrival benchmark's options for this run: its own defaults (an option it gains has
+    its default here too), but for the sizes, MIFs, iterations and seed."""
+    parser = argparse.ArgumentParser(add_help=False)
+    arrival.add_arguments(parser)
+    return parser.parse_args([], argparse.Namespace(
         sizes=args.sizes or (QUICK_SIZES if args.quick else SIZES), mif=args.mif,
-        iterations=args.iterations or (40 if args.quick else 200), warmup=3, seed=args.seed,
-        late_fraction=None, spin=False, variant="alltoall", apart=False)
+        iterations=args.iterations or (40 if args.quick else 200), seed=args.seed))
 
 
 def bounds(sizes):
