@@ -71,23 +71,25 @@ def test_calibrate_measures_every_parameter_and_says_how(tmp_path):
     assert not (tmp_path / "no.json").exists()
 
 
-def test_a_measuring_pair_runs_on_a_cpu_each_and_gets_its_cpus_back():
-    """Two processes of an unbound launch (the same CPUs) measure a link each on one CPU,
-    not the same; after, each has all its CPUs again. On one CPU, nothing is pinned."""
+def test_measuring_processes_run_a_cpu_each_in_turn_and_get_their_cpus_back():
+    """Calibration's processes on one machine (an unbound launch: the same CPUs) measure on
+    one CPU each, in turn over the machine's: two processes on two CPUs, not the same one;
+    after, each has all its CPUs again. On one CPU, nothing is pinned."""
     code = ("import json, os\nfrom mpi4py import MPI\n"
-            "from papcoll.model.calibrate import cores_apart\n"
+            "from papcoll.model.calibrate import spread\n"
             "c = MPI.COMM_WORLD\nbefore = sorted(os.sched_getaffinity(0))\n"
-            "with cores_apart(c):\n    during = c.allgather(sorted(os.sched_getaffinity(0)))\n"
+            "cpus = sorted(set().union(*c.allgather(before)))\n"
+            "with spread(c, cpus):\n    during = c.allgather(sorted(os.sched_getaffinity(0)))\n"
             "after = c.allgather(sorted(os.sched_getaffinity(0)) == before)\n"
-            "if c.rank == 0: print(json.dumps([before, during, after]))\n")
+            "if c.rank == 0: print(json.dumps([cpus, during, after]))\n")
     out = launch(2, ["-c", code], timeout=60)
     assert out.returncode == 0, out.stdout
-    before, during, after = json.loads(out.stdout.strip().splitlines()[-1])
+    cpus, during, after = json.loads(out.stdout.strip().splitlines()[-1])
     assert after == [True, True]
-    if len(before) > 1:
-        assert all(len(d) == 1 for d in during) and during[0] != during[1], during
+    if len(cpus) > 1:
+        assert during == [[cpus[0]], [cpus[1]]], during
     else:
-        assert during == [before, before]
+        assert during == [cpus, cpus]
 
 
 def test_validate_compares_each_measured_cell_with_its_own_prediction(tmp_path, capsys):

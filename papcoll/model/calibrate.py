@@ -17,7 +17,7 @@ import mmap
 import os
 import sys
 import time
-from contextlib import contextmanager
+import contextlib
 
 import numpy as np
 from mpi4py import MPI
@@ -78,25 +78,34 @@ def local_params():
              "mpi_entry": f"mpi4py's MPI_Alltoall of {SMALL} B on one process, less its copy"})
 
 
-@contextmanager
-def cores_apart(pair):
-    """The pair's two processes each on a CPU of its own while they measure, where they could
-    share one (the same machine and CPUs: an unbound launch); their CPUs as before after.
-    Left to the scheduler, a pair woken from the idle barrier now and then measured as if
-    sharing a core throughout: each of three calibrations here had one such parameter (MPI's L
-    4.6 us and g 4.4 between nodes, against 0 and 1.5-1.6; its L 3.9 and g 3.4 inside; the
-    flag 3.6 against 0.25), none of eleven pinned. The model wants the link; the scheduler's
-    share is ``cores``' and ``wake``'s."""
-    mine = sorted(os.sched_getaffinity(0))
-    both = pair.allgather((MPI.Get_processor_name(), mine))
-    pin = both[0] == both[1] and len(mine) > 1
-    if pin:
-        os.sched_setaffinity(0, {mine[pair.Get_rank()]})
+@contextlib.contextmanager
+def on_cpu(cpu):
+    """This process on ``cpu`` alone while a measure runs, on its own CPUs again after."""
+    mine = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {cpu})
     try:
         yield
     finally:
-        if pin:
-            os.sched_setaffinity(0, mine)
+        os.sched_setaffinity(0, mine)
+
+
+def spread(comm, cpus):
+    """Each process of ``comm`` (on one machine) on one of ``cpus`` while it measures, in
+    turn over them, as a launch that binds to cores places them. Unchanged where ``comm``
+    spans machines (``cpus`` are one machine's) or there is one CPU.
+
+    So a pair that measures a link or ``extra`` runs on two CPUs, and measures the link: left
+    to the scheduler, each of three calibrations here had one parameter read as if the pair
+    shared a core (MPI's L 4.6 us and g 4.4 between nodes, against 0 and 1.5-1.6; inside,
+    3.9 and 3.4; ``flag`` 3.6 against 0.25); bound two to a CPU by the launch, every link
+    between nodes went through a context switch (``net_o`` 5-7 us against 1.0-1.5). And
+    ``wake``'s rounds run two processes to a CPU, the share the model plays: left to the
+    scheduler, four processes woke three on one CPU and one on the other now and then, and
+    stayed so until they slept (a round 13-24 us, against 6-9 two to each), and ``wake``
+    read 4-17 us from calibration to calibration (5-9 since)."""
+    if len(set(comm.allgather(MPI.Get_processor_name()))) > 1 or len(cpus) < 2:
+        return contextlib.nullcontext()
+    return on_cpu(cpus[comm.Get_rank() % len(cpus)])
 
 
 def main(argv):
@@ -110,6 +119,7 @@ def main(argv):
     topo = topology.discover(comm, Deadline(args.timeout))
     machine = comm.Split_type(MPI.COMM_TYPE_SHARED, rank)
     zeros = comm.bcast(machine.allgather(rank), root=0)      # the ranks on rank 0's machine
+    cpus = sorted(set().union(*machine.allgather(os.sched_getaffinity(0))))   # my machine's
     problem = ("needs at least 2 nodes (PAPCOLL_NODE_SIZE emulates them)" if len(topo.nodes) < 2
                else "needs two processes on rank 0's machine" if len(zeros) < 2 else None)
     if problem:
@@ -136,7 +146,7 @@ def main(argv):
                           *((("net_local", mate),) if apart else ())):
         pair = comm.Split(0 if rank in (0, partner) else MPI.UNDEFINED, 0 if rank == 0 else 1)
         if pair != MPI.COMM_NULL:
-            with cores_apart(pair):
+            with spread(pair, cpus):
                 if kind == "flag":
                     flag = scheduler.flag_time(pair, args.timeout)
                 elif kind == "net_local":
@@ -158,13 +168,14 @@ def main(argv):
         idle_barrier(comm)          # asleep: the next pair's measurement needs the cores
     if rank in zeros:
         take(cma_params(machine))
-        wake = scheduler.wake_time(machine, flag, args.timeout)
+        with spread(machine, cpus):
+            wake = scheduler.wake_time(machine, flag, args.timeout)
     machine.Free()
     measured = []                   # rank 0's: (the pair's shape, {algorithm: seconds})
     for partner, between in ((far, True), *(((mate, False),) if own_node else ())):
         pair = comm.Split(0 if rank in (0, partner) else MPI.UNDEFINED, 0 if rank == 0 else 1)
         if pair != MPI.COMM_NULL:
-            with cores_apart(pair):
+            with spread(pair, cpus):
                 got = extra.measure(pair, extra.names(between))
             if got is not None:
                 measured.append(([[0], [1]] if between else [[0, 1]], got))
@@ -187,8 +198,8 @@ def main(argv):
         values["wake"], sources["wake"] = wake, (
             "rounds where every process of rank 0's machine raises a flag and waits for all "
             "the others': the mean of the quickest 95 %, less flag")
-        values["cores"] = len(os.sched_getaffinity(0)) / len({topo.node_of[r] for r in zeros})
-        sources["cores"] = "rank 0's CPUs over the nodes its machine holds"
+        values["cores"] = len(cpus) / len({topo.node_of[r] for r in zeros})
+        sources["cores"] = "the CPUs of rank 0's machine's processes over the nodes it holds"
         about = (f"{MPI.Get_library_version().splitlines()[0].strip()}; {size} processes as "
                  f"{len(topo.nodes)} x {topo.ppn}{' (emulated)' if topo.emulated else ''}, "
                  f"transport {transport.name}; "
