@@ -32,11 +32,17 @@ each algorithm's iterations run one after another instead, as in a program that 
 algorithm: no call follows another algorithm's but the first, and a slow spell of the machine
 falls on one algorithm (docs/benchmarks.md compares the two).
 
+Each rank's CPUs are recorded (``cpus``): where processes outnumber cores, a launch that binds
+them to cores (MPICH: ``-bind-to core``) keeps them two to a core, and an unbound one leaves
+them to the scheduler, which placed four on two CPUs three and one now and then: each cell
+took 1.0-1.6 x its time bound (docs/benchmarks.md, "Bound or not").
+
 This module holds the subcommand, its result (JSON, table, figure); arrival_measure.py measures.
 """
 import argparse
 import datetime
 import json
+import os
 import platform
 import shlex
 import sys
@@ -286,6 +292,7 @@ def run(args):
             return 2
         offset, round_trip = clock_offsets(pc)
         clocks = pc.gather({"offset_us": offset * 1e6, "round_trip_us": round_trip * 1e6}, root=0)
+        cpus = pc.gather(sorted(os.sched_getaffinity(0)), root=0)
         progress = Progress(len(args.sizes) * len(args.mif) * (args.warmup + args.iterations),
                             enabled=rank == 0)
         peer = t_msg_peer(topo, args.t_msg == "across")
@@ -315,6 +322,7 @@ def run(args):
             "mixed_fabrics": bool(wrong),
             "t_msg": {"method": T_MSG_METHOD.format(peer=peer), "per_size": t_msgs},
             "clock": {"method": CLOCK_METHOD, "per_rank": clocks},
+            "cpus": {"placement": placement(cpus), "per_rank": cpus},
             "results": rows,
         }
         stem = args.name or default_name(nprocs, args.late_fraction, started)
@@ -323,6 +331,17 @@ def run(args):
 
 
 # ---- output (rank 0) -----------------------------------------------------------------------
+
+def placement(cpus):
+    """``bound`` where every rank may run on one CPU only, else ``unbound``."""
+    return "bound" if all(len(c) == 1 for c in cpus) else "unbound"
+
+
+def bound_or_not(result):
+    """How a result's ranks were placed, in words (an older result recorded nothing)."""
+    where = result.get("cpus", {}).get("placement")
+    return {"bound": "bound to a CPU each", "unbound": "not bound"}.get(where, "(not recorded)")
+
 
 def format_table(result):
     """The OSU-style text table of a result (as written to JSON)."""
@@ -345,7 +364,7 @@ def format_table(result):
         f"# date: {r['date']}  host: {r['host']}",
         f"# arrival: {mode}, after a barrier ({r['delay_wait']}); {r['iterations']} iterations "
         f"(+{r['warmup']} warm-up), seed {r['seed']}; the algorithms' calls "
-        f"{r.get('calls', 'interleaved')}",
+        f"{r.get('calls', 'interleaved')}; ranks {bound_or_not(r)}",
         f"# t_msg: {r['t_msg']['method']}:",
         "#   " + ", ".join(f"{format_size(t['size'])} {t['t_msg_us']:.2f} us"
                            for t in r["t_msg"]["per_size"]),

@@ -153,8 +153,9 @@ def test_fabric_counters_and_mismatches(tmp_path, monkeypatch):
     assert fabric.describe(()) == "shared memory"
 
 
-def run_arrival(nprocs, *options, timeout=240):
-    res = launch(nprocs, ["-m", "papcoll.bench", "arrival", *options], timeout=timeout)
+def run_arrival(nprocs, *options, timeout=240, flags=()):
+    res = launch(nprocs, ["-m", "papcoll.bench", "arrival", *options], timeout=timeout,
+                 flags=flags)
     return res.returncode, res.stdout
 
 
@@ -166,7 +167,8 @@ def test_arrival_run_writes_results(tmp_path, late):
                "--out", tmp_path, "--name", "run"]
     if late:
         options += ["--late-fraction", late, "--apart"]      # each algorithm's calls in a run
-    code, out = run_arrival(2, *options)
+    # the late run bound to cores (both MPIs take --bind-to core), the other not
+    code, out = run_arrival(2, *options, flags=("--bind-to", "core") if late else ())
     assert code == 0, out[-4000:]
     assert "# papcoll random-arrival benchmark" in out
     result = json.loads((tmp_path / "run.json").read_text())
@@ -177,6 +179,12 @@ def test_arrival_run_writes_results(tmp_path, late):
             "results", "late_fraction"} <= result.keys()
     assert result["nprocs"] == 2 and result["late_fraction"] == late
     assert result["calls"] == ("apart" if late else "interleaved")
+    cpus = result["cpus"]["per_rank"]
+    if late:
+        assert result["cpus"]["placement"] == "bound" and "bound to a CPU each" in out
+        assert all(len(c) == 1 for c in cpus) and cpus[0] != cpus[1], cpus
+    else:
+        assert result["cpus"]["placement"] == ("unbound" if len(cpus[0]) > 1 else "bound")
     # One host: every algorithm, MPI's own included, moved its data in shared memory.
     assert result["fabric"]["mpi"] == {"8": "shared memory", "4096": "shared memory"}
     assert not result["mixed_fabrics"] and "# networks used" in out

@@ -13,7 +13,10 @@ it draws predicted against measured.
 The model plays one algorithm's calls, each after the last of its own. A run whose algorithms
 interleave (the benchmark's default) also carries, where processes share cores, part of each
 call's predecessor's cost, another algorithm's; ``--apart`` runs measure what the model plays
-(docs/model.md, "One algorithm's calls").
+(docs/model.md, "One algorithm's calls"). And it plays processes that share cores evenly,
+as a launch bound to cores keeps them; an unbound one (the header says which) leaves them to
+the scheduler, which at 2 x 2 here placed them three and one now and then (docs/model.md,
+"Bound to cores").
 
 With ``--repeat AGAIN.json...`` instead of ``--params``, a second run of the same benchmark
 stands in for the model, cell for cell: the figures a model that foresaw the second run exactly
@@ -187,7 +190,8 @@ def main(argv):
                f"the benchmark's clock is off by up to {clock_error(result):.0f} us")
         note = f"; the model's own arrivals in {own} of {len(mine)} cells ({why})" if own else ""
         print(f"# {path}: {result['nprocs']} processes, {result['nodes']} x {result['ppn']}, "
-              f"{result['mpi_library']}, calls {result.get('calls', 'interleaved')}{note}")
+              f"{result['mpi_library']}, calls {result.get('calls', 'interleaved')}, "
+              f"ranks {result.get('cpus', {}).get('placement', 'not recorded')}{note}")
         print(f"{'size':>9} {'MIF':>4} {'algorithm':16} {'measured':>10} "
               f"{'again' if args.repeat else 'predicted':>10} {'error':>7}")
         for size, mif, name, as_run, m, pr, drawn in mine:
