@@ -210,6 +210,30 @@ def test_a_balanced_direct_at_two_matches_the_hand_count():
     assert end == pytest.approx([10.6, 10.6])
 
 
+def test_mpichs_large_message_inside_a_machine_is_read_across_and_between_hosts_is_not():
+    """MPICH from 8 KiB inside a machine: a request to send, the receiver's CMA read, its word
+    back (mpi_algorithms.SINGLE_COPY); between hosts, and in libraries not measured, a request,
+    a clear to send and the data."""
+    # N = 2, 16384 B: MPICH's isend/irecv. Entry 2; own block copied 0.5 + 16.384: 18.884; the
+    # request posted 19.084 (o 0.2), in 19.384 (L 0.3), seen 19.484; the read 1 + 32.768 + 4
+    # pages x 0.5: 55.252; its end posted 55.452, in 55.752, seen 55.852.
+    def call(machine, nodes, library):
+        return predict.call_time(machine, nodes, 16384, "mpi", np.zeros(2), library)
+    assert call(M, [[0, 1]], "mpich") == pytest.approx(55.852)
+    # between emulated nodes on one machine, the same with MPI's inter-node o 1 and L 2:
+    # request posted 19.884, in 21.884, seen 21.984; read to 57.752; its end seen 60.852
+    one_machine = params.make(**{**VALUES, "mpi_inter_shared": 1})
+    assert call(one_machine, [[0], [1]], "mpich") == pytest.approx(60.852)
+    # Open MPI (pairwise), inside: the request seen 19.484; the clear posted 19.684, in
+    # 19.984, seen 20.084; the data copied by the sender, 0.2 + 16.384: 36.668, in 36.968,
+    # seen 37.068
+    assert call(M, [[0, 1]], "openmpi") == pytest.approx(37.068)
+    # MPICH between hosts (NICs): the request posted 19.884, in 21.884 (L 2), seen 21.984; the
+    # clear posted 22.984, in 24.984, seen 25.084; the data posted 26.084, through both NICs
+    # in 163.84 (16384 x 0.01), in 26.084 + 163.84 + 2 = 191.924, seen 192.024
+    assert call(M, [[0], [1]], "mpich") == pytest.approx(192.024)
+
+
 def test_a_late_process_under_pap_direct_finds_its_peers_data_waiting():
     # 0: entry 3, a poll 3.1, write posted 4.1 (in at 1 at 7.1), own copy to 4.7, waits.
     # 1 comes at 100: entry 103, a poll finds 0's data: 103.1, write posted 104.1 (in at 0 at

@@ -187,6 +187,8 @@ def main(argv):
         transport = transport_class()
         values["net_shared"] = int(transport.name == "mpi-rma" and far in zeros)
         sources["net_shared"] = "the transport, and whether the far partner is on rank 0's machine"
+        values["mpi_inter_shared"] = int(far in zeros)
+        sources["mpi_inter_shared"] = "whether the far partner is on rank 0's machine"
         if not apart:
             values["net_local_L"] = values["net_L"]
             sources["net_local_L"] = ("net_L: one path (the far partner shares rank 0's "

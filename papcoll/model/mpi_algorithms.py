@@ -1,46 +1,68 @@
 """MPI's own alltoall, as the model runs it: point-to-point messages (eager, or rendezvous
 above the link's eager limit: a request to send, the receiver's clear to send once it has
-posted the receive, then the data), and the schedules the libraries choose by their documented
-selection (SELECTION: from their sources, which docs/model.md names).
+posted the receive, then the data; or, inside a machine from the library's single-copy
+limit, a request to send, the receiver's read of the sender's buffer by CMA, and its word
+that it is done), and the schedules the libraries choose by their documented selection
+(SELECTION: from their sources, which docs/model.md names).
 
 A message from p to q with tag t lands in q's mailbox as ("m", p, t); a request to send as
-("rts", p, t); the clear to send in p's as ("cts", q, t). An eager message is copied out of
-MPI's buffer by the receiver; a rendezvous one lands in place.
+("rts", p, t); the clear to send in p's as ("cts", q, t), the read's end as ("done", q, t).
+An eager message is copied out of MPI's buffer by the receiver; a rendezvous one lands in
+place.
 """
+import functools
+
 from .sim import Cpu, Put, Sleep, Wait
+
+NONE = float("inf")
+# Inside a machine, the smallest rendezvous message the library reads across by CMA, by
+# library. MPICH 5.0.2 here: a process_vm_readv by the receiver for every message of 8 KiB
+# and more, none at 4-8000 B (strace; its MPIR_CVAR_CH4_IPC_CMA_P2P_THRESHOLD). Open MPI's
+# and MVAPICH 1.0's: not measured, so their rendezvous as above.
+SINGLE_COPY = {"mpich": 8192}
 
 
 def link(c, p, q):
     return c.m.link("mpi_intra" if c.node_of[p] == c.node_of[q] else "mpi_inter")
 
 
-def exchange(c, p, sends, recvs, count=None):
+def exchange(c, p, sends, recvs, count=None, pull=NONE):
     """MPI_Isend of each (peer, bytes, tag) in ``sends`` and MPI_Irecv of each in ``recvs``,
-    then MPI_Waitall, which progresses them: answers requests to send, sends on clears. Each
-    message stands for ``count`` alike (default: as many as the call's aggregation says)."""
+    then MPI_Waitall, which progresses them: answers requests to send (a clear to send, or
+    from ``pull`` bytes inside a machine a CMA read and its end), sends on clears. Each message
+    stands for ``count`` alike (default: as many as the call's aggregation says)."""
     todo = {}                                  # key I wait for -> what to do when it lands
 
+    def many(q):
+        return c.w(p, q) if count is None else count
+
     def put(q, n, key):
-        return Put(q, n, key, link(c, p, q), c.w(p, q) if count is None else count)
+        return Put(q, n, key, link(c, p, q), many(q))
+
+    def read(q, n):                            # the rendezvous this message takes
+        return link(c, p, q).shared and n >= pull
 
     for q, n, tag in sends:
         if n <= link(c, p, q).eager:
             yield put(q, n, ("m", p, tag))
         else:
             yield put(q, 0, ("rts", p, tag))
-            todo[("cts", q, tag)] = ("send", q, n, tag)
+            todo[("done" if read(q, n) else "cts", q, tag)] = ("send", q, n, tag)
     for q, n, tag in recvs:
         todo[("m" if n <= link(c, p, q).eager else "rts", q, tag)] = ("recv", q, n, tag)
     while todo:
         key = yield Wait(tuple(todo), any=True)
         what, q, n, tag = todo.pop(key)
-        if what == "send":
+        if key[0] == "cts":
             yield put(q, n, ("m", p, tag))
+        elif key[0] == "rts" and read(q, n):
+            yield Cpu(c.m.cma(n) * many(q))
+            yield put(q, 0, ("done", p, tag))
         elif key[0] == "rts":
             yield put(q, 0, ("cts", p, tag))
             todo[("m", q, tag)] = ("landed", q, n, tag)
         elif what == "recv":                   # out of the eager buffer
-            yield Cpu(c.m.copy(n, c.footprint) * (c.w(p, q) if count is None else count))
+            yield Cpu(c.m.copy(n, c.footprint) * many(q))
 
 
 def _begin(c, p):
@@ -48,7 +70,7 @@ def _begin(c, p):
     yield Cpu(c.m.copy(c.block, c.footprint))               # my own block
 
 
-def pairwise(c, p, xor=True):
+def pairwise(c, p, pull=NONE, xor=True):
     """Step i: send to p + i, receive from p - i; with ``xor`` (MPICH, MVAPICH), p xor i where
     N is a power of two: the same pairs, another order."""
     yield from _begin(c, p)
@@ -56,14 +78,14 @@ def pairwise(c, p, xor=True):
     power = xor and size & (size - 1) == 0
     for i in range(1, size):
         dst, src = ((p ^ i, p ^ i) if power else ((p + i) % size, (p - i) % size))
-        yield from exchange(c, p, [(dst, n, i)], [(src, n, i)])
+        yield from exchange(c, p, [(dst, n, i)], [(src, n, i)], pull=pull)
         if c.w(p, dst) > 1:                    # aggregated: the steps it stands for go one
             ln = link(c, p, dst)               # after another, a message's latency each (their
             trips = 1 if n <= ln.eager else 3  # bytes are in its count); a rendezvous's three
             yield Sleep((c.w(p, dst) - 1) * trips * (ln.o + ln.L + c.m.poll))
 
 
-def scattered(c, p, throttle=32):
+def scattered(c, p, pull=NONE, throttle=32):
     """Receives from p + i and sends to p - i posted in windows of ``throttle`` peers, each
     window waited for before the next (MPICH's; throttle = N: Open MPI's basic linear and
     its linear_sync with the default of no limit, MVAPICH's isend/irecv)."""
@@ -72,14 +94,14 @@ def scattered(c, p, throttle=32):
     for first in range(1, size, throttle):
         steps = range(first, min(first + throttle, size))
         yield from exchange(c, p, [((p - i) % size, n, 0) for i in steps],
-                            [((p + i) % size, n, 0) for i in steps])
+                            [((p + i) % size, n, 0) for i in steps], pull=pull)
 
 
-def linear(c, p):
-    return scattered(c, p, throttle=c.size)
+def linear(c, p, pull=NONE):
+    return scattered(c, p, pull, throttle=c.size)
 
 
-def bruck(c, p):
+def bruck(c, p, pull=NONE):
     """Bruck's, radix 2: a rotation (N blocks copied), then at step k = 1, 2, 4, ... the blocks
     whose index has bit k set, packed (copied), go to p + k and come from p - k, received in
     place; an inverse rotation (2 N blocks copied)."""
@@ -92,7 +114,7 @@ def bruck(c, p):
         yield Cpu(c.m.copy(count * n, c.footprint))
         d = _distance(c, k)
         yield from exchange(c, p, [((p + d) % c.size, count * n, k)],
-                            [((p - d) % c.size, count * n, k)], count=1)
+                            [((p - d) % c.size, count * n, k)], count=1, pull=pull)
         k <<= 1
     yield Cpu(c.m.copy(2 * total * n, c.footprint))
 
@@ -106,12 +128,13 @@ def _distance(c, k):
     return k if k < ppn else ppn * (1 + (k // ppn - 1) % (nodes - 1))
 
 
-def two_proc(c, p):
+def two_proc(c, p, pull=NONE):
     yield from _begin(c, p)
-    yield from exchange(c, p, [(p ^ 1, c.block, 0)], [(p ^ 1, c.block, 0)])
+    yield from exchange(c, p, [(p ^ 1, c.block, 0)], [(p ^ 1, c.block, 0)], pull=pull)
 
 
-SCHEDULES = {"pairwise": pairwise, "pairwise_plus": lambda c, p: pairwise(c, p, xor=False),
+SCHEDULES = {"pairwise": pairwise,
+             "pairwise_plus": lambda c, p, pull=NONE: pairwise(c, p, pull, xor=False),
              "scattered": scattered, "linear": linear, "bruck": bruck, "two_proc": two_proc}
 
 
@@ -162,4 +185,5 @@ SELECTION = {"mpich": mpich, "openmpi": openmpi, "mvapich1": mvapich1}
 
 
 def protocol(c, library):
-    return SCHEDULES[SELECTION[library](c)]
+    return functools.partial(SCHEDULES[SELECTION[library](c)],
+                             pull=SINGLE_COPY.get(library, NONE))

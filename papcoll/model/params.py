@@ -6,14 +6,14 @@ fitted to the times the model predicts. Times are in seconds, sizes in bytes. A 
 message takes its node's NIC (its message rate), ``G`` seconds per byte; MPI's point-to-point adds its
 ``eager`` limit (larger messages wait for the receiver: rendezvous).
 
-The file is JSON: ``{"papcoll_model": 3, "machine": text, "params": {name: {"value": v,
+The file is JSON: ``{"papcoll_model": 4, "machine": text, "params": {name: {"value": v,
 "source": text}}}``, names as in :data:`NAMES` (a link's with its prefix, ``net_L``).
 """
 import json
 import math
 from dataclasses import dataclass, field
 
-FORMAT = 3
+FORMAT = 4
 LINK = ("L", "o", "g", "G")
 LINKS = {"net": "papcoll's transport between processes (verbs or MPI RMA), per message, into "
                 "its own inbox",
@@ -57,6 +57,8 @@ SCALARS = {
     "net_ack": "papcoll's transport: from a write's landing until its poster sees it complete "
                "(the responder's acknowledgement on its way back), for a write above "
                "net_copied",
+    "mpi_inter_shared": "1 where MPI's messages between nodes go through memory both share "
+                        "(emulated nodes on one machine), 0 where a NIC moves them",
     "mpi_inter_eager": "MPI between nodes: the largest message sent eagerly",
     "mpi_intra_eager": "MPI inside a node: the largest message sent eagerly",
 }
@@ -99,7 +101,8 @@ class Machine:
         v, net = self.values, kind.startswith("net")
         return Link(*(v[f"{kind}_{p}"] for p in LINK),
                     eager=v.get(f"{kind}_eager", float("inf")),
-                    shared=kind == "mpi_intra" or net and bool(v["net_shared"]),
+                    shared=bool({"mpi_intra": True, "mpi_inter": v["mpi_inter_shared"]}.get(
+                        kind, v["net_shared"])),
                     copied=v["net_copied"] if net else float("inf"),
                     ack=v["net_ack"] if net else 0.0)
 
