@@ -34,8 +34,8 @@ falls on one algorithm (docs/benchmarks.md compares the two).
 
 Each rank's CPUs are recorded (``cpus``): where processes outnumber cores, a launch that binds
 them to cores (MPICH: ``-bind-to core``) keeps them two to a core, and an unbound one leaves
-them to the scheduler, which placed four on two CPUs three and one now and then: each cell
-took 1.0-1.6 x its time bound (docs/benchmarks.md, "Bound or not").
+them to the scheduler, which on the 2-core machine placed four three and one now and then:
+each cell took 1.0-1.6 x its time bound (docs/benchmarks.md, "Bound or not").
 
 This module holds the subcommand, its result (JSON, table, figure); arrival_measure.py measures.
 """

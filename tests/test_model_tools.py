@@ -63,6 +63,7 @@ def test_calibrate_measures_every_parameter_and_says_how(tmp_path):
     assert "unused" in machine.sources["net_ack"]
     # every node on this one machine: a write inside a node takes the same path as between
     assert machine.net_local_L == machine.net_L and "one path" in machine.sources["net_local_L"]
+    assert machine.mpi_inter_shared == 1 and machine.link("mpi_inter").shared
     rows = predict.predict(machine, protocols.shape(2, 2), [8, 65536], [1, 32], calls=3)
     assert len(rows) == 2 * 2 * len(predict.runnable(protocols.shape(2, 2)))
     one = launch(2, ["-m", "papcoll", "model", "calibrate", "--out", tmp_path / "no.json"],

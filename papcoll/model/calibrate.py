@@ -91,18 +91,18 @@ def on_cpu(cpu):
 
 def spread(comm, cpus):
     """Each process of ``comm`` (on one machine) on one of ``cpus`` while it measures, in
-    turn over them, as a launch that binds to cores places them. Unchanged where ``comm``
-    spans machines (``cpus`` are one machine's) or there is one CPU.
+    turn over them. Unchanged where ``comm`` spans machines (``cpus`` are one machine's) or
+    there is one CPU.
 
     So a pair that measures a link or ``extra`` runs on two CPUs, and measures the link: left
     to the scheduler, each of three calibrations here had one parameter read as if the pair
     shared a core (MPI's L 4.6 us and g 4.4 between nodes, against 0 and 1.5-1.6; inside,
     3.9 and 3.4; ``flag`` 3.6 against 0.25); bound two to a CPU by the launch, every link
-    between nodes went through a context switch (``net_o`` 5-7 us against 1.0-1.5). And
-    ``wake``'s rounds run two processes to a CPU, the share the model plays: left to the
-    scheduler, four processes woke three on one CPU and one on the other now and then, and
-    stayed so until they slept (a round 13-24 us, against 6-9 two to each), and ``wake``
-    read 4-17 us from calibration to calibration (5-9 since)."""
+    between nodes went through a context switch (``net_o`` 5-7 us against 1.0-1.5). Where
+    processes share cores, the model has ``cores`` and ``wake`` for it. ``wake`` itself is
+    measured where the launch placed the processes, as the program will run: here unbound
+    four woke three on one CPU and one on the other now and then (a round 13-24 us, against
+    6-9 two to each); in one VM, bound two to a vCPU, a round took 2 ms."""
     if len(set(comm.allgather(MPI.Get_processor_name()))) > 1 or len(cpus) < 2:
         return contextlib.nullcontext()
     return on_cpu(cpus[comm.Get_rank() % len(cpus)])
@@ -168,8 +168,7 @@ def main(argv):
         idle_barrier(comm)          # asleep: the next pair's measurement needs the cores
     if rank in zeros:
         take(cma_params(machine))
-        with spread(machine, cpus):
-            wake = scheduler.wake_time(machine, flag, args.timeout)
+        wake = scheduler.wake_time(machine, flag, args.timeout)   # placed as the launch does
     machine.Free()
     measured = []                   # rank 0's: (the pair's shape, {algorithm: seconds})
     for partner, between in ((far, True), *(((mate, False),) if own_node else ())):
