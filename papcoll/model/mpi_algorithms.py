@@ -26,6 +26,12 @@ def link(c, p, q):
     return c.m.link("mpi_intra" if c.node_of[p] == c.node_of[q] else "mpi_inter")
 
 
+def trips(ln, n, pull):
+    """The one-way trips a message of ``n`` bytes on link ``ln`` takes: 1 eager, 2 read across
+    (a request to send, the read's end), 3 rendezvous (a request, a clear to send, the data)."""
+    return 1 if n <= ln.eager else 2 if ln.shared and n >= pull else 3
+
+
 def exchange(c, p, sends, recvs, count=None, pull=NONE):
     """MPI_Isend of each (peer, bytes, tag) in ``sends`` and MPI_Irecv of each in ``recvs``,
     then MPI_Waitall, which progresses them: answers requests to send (a clear to send, or
@@ -39,23 +45,23 @@ def exchange(c, p, sends, recvs, count=None, pull=NONE):
     def put(q, n, key):
         return Put(q, n, key, link(c, p, q), many(q))
 
-    def read(q, n):                            # the rendezvous this message takes
-        return link(c, p, q).shared and n >= pull
+    def way(q, n):
+        return trips(link(c, p, q), n, pull)
 
     for q, n, tag in sends:
-        if n <= link(c, p, q).eager:
+        if way(q, n) == 1:
             yield put(q, n, ("m", p, tag))
         else:
             yield put(q, 0, ("rts", p, tag))
-            todo[("done" if read(q, n) else "cts", q, tag)] = ("send", q, n, tag)
+            todo[("done" if way(q, n) == 2 else "cts", q, tag)] = ("send", q, n, tag)
     for q, n, tag in recvs:
-        todo[("m" if n <= link(c, p, q).eager else "rts", q, tag)] = ("recv", q, n, tag)
+        todo[("m" if way(q, n) == 1 else "rts", q, tag)] = ("recv", q, n, tag)
     while todo:
         key = yield Wait(tuple(todo), any=True)
         what, q, n, tag = todo.pop(key)
         if key[0] == "cts":
             yield put(q, n, ("m", p, tag))
-        elif key[0] == "rts" and read(q, n):
+        elif key[0] == "rts" and way(q, n) == 2:
             yield Cpu(c.m.cma(n) * many(q))
             yield put(q, 0, ("done", p, tag))
         elif key[0] == "rts":
@@ -80,9 +86,9 @@ def pairwise(c, p, pull=NONE, xor=True):
         dst, src = ((p ^ i, p ^ i) if power else ((p + i) % size, (p - i) % size))
         yield from exchange(c, p, [(dst, n, i)], [(src, n, i)], pull=pull)
         if c.w(p, dst) > 1:                    # aggregated: the steps it stands for go one
-            ln = link(c, p, dst)               # after another, a message's latency each (their
-            trips = 1 if n <= ln.eager else 3  # bytes are in its count); a rendezvous's three
-            yield Sleep((c.w(p, dst) - 1) * trips * (ln.o + ln.L + c.m.poll))
+            ln = link(c, p, dst)               # after another, each its trips' latencies
+            # (their bytes are in its count)
+            yield Sleep((c.w(p, dst) - 1) * trips(ln, n, pull) * (ln.o + ln.L + c.m.poll))
 
 
 def scattered(c, p, pull=NONE, throttle=32):
