@@ -102,7 +102,7 @@ def spread(comm, cpus):
     processes share cores, the model has ``cores`` and ``wake`` for it. ``wake`` itself is
     measured where the launch placed the processes, as the program will run: here unbound
     four woke three on one CPU and one on the other now and then (a round 13-24 us, against
-    6-9 two to each); in one VM, bound two to a vCPU, a round took 2 ms."""
+    6-11 two to each); in one VM, bound two to a vCPU, a round took 2 ms."""
     if len(set(comm.allgather(MPI.Get_processor_name()))) > 1 or len(cpus) < 2:
         return contextlib.nullcontext()
     return on_cpu(cpus[comm.Get_rank() % len(cpus)])
