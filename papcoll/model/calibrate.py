@@ -13,11 +13,11 @@ Like the benchmarks, it times MPI's own calls, which MPI does not bound: run it 
 rank runs.
 """
 import argparse
+import contextlib
 import mmap
 import os
 import sys
 import time
-import contextlib
 
 import numpy as np
 from mpi4py import MPI
@@ -91,8 +91,7 @@ def on_cpu(cpu):
 
 def spread(comm, cpus):
     """Each process of ``comm`` (on one machine) on one of ``cpus`` while it measures, in
-    turn over them. Unchanged where ``comm`` spans machines (``cpus`` are one machine's) or
-    there is one CPU.
+    turn over them. Unchanged where there is one CPU.
 
     So a pair that measures a link or ``extra`` runs on two CPUs, and measures the link: left
     to the scheduler, each of three calibrations here had one parameter read as if the pair
@@ -103,9 +102,28 @@ def spread(comm, cpus):
     measured where the launch placed the processes, as the program will run: here unbound
     four woke three on one CPU and one on the other now and then (a round 13-24 us, against
     6-11 two to each); in one VM, bound two to a vCPU, a round took 2 ms."""
-    if len(set(comm.allgather(MPI.Get_processor_name()))) > 1 or len(cpus) < 2:
+    if len(cpus) < 2:
         return contextlib.nullcontext()
     return on_cpu(cpus[comm.Get_rank() % len(cpus)])
+
+
+@contextlib.contextmanager
+def measuring_pair(comm, partner, cpus):
+    """Rank 0 and ``partner`` as a communicator of two, rank 0 first, each on a CPU of its own
+    (``spread`` over ``cpus``: give none where they are on different machines); None on every
+    other rank. Freed after; then every rank waits asleep, since the next pair's measurement
+    needs the cores."""
+    rank = comm.Get_rank()
+    pair = comm.Split(0 if rank in (0, partner) else MPI.UNDEFINED, 0 if rank == 0 else 1)
+    if pair == MPI.COMM_NULL:
+        yield None
+    else:
+        try:
+            with spread(pair, cpus):
+                yield pair
+        finally:
+            pair.Free()
+    idle_barrier(comm)
 
 
 def main(argv):
@@ -136,6 +154,9 @@ def main(argv):
             values.update({prefix + k: v for k, v in result[0].items()})
             sources.update({prefix + k: v for k, v in result[1].items()})
 
+    def pair_with(partner):          # on a CPU each where the partner is on rank 0's machine
+        return measuring_pair(comm, partner, cpus if partner in zeros else [])
+
     if rank == 0:
         take(local_params())
     poll = flag = 0.0
@@ -144,42 +165,36 @@ def main(argv):
     apart = far not in zeros and own_node
     for kind, partner in (("flag", mate), ("net", far), ("mpi_inter", far), ("mpi_intra", mate),
                           *((("net_local", mate),) if apart else ())):
-        pair = comm.Split(0 if rank in (0, partner) else MPI.UNDEFINED, 0 if rank == 0 else 1)
-        if pair != MPI.COMM_NULL:
-            with spread(pair, cpus):
-                if kind == "flag":
-                    flag = scheduler.flag_time(pair, args.timeout)
-                elif kind == "net_local":
-                    result = net_link(pair, args.timeout, with_ack=False)
-                    if result:
-                        values["net_local_L"] = result[0]["L"]
-                        sources["net_local_L"] = (f"as net_L, between rank 0 and a process of its "
-                                                  f"node: {result[1]['L']}")
-                elif kind == "net":
-                    for where, prefix in (("inbox", "net_"), ("given", "net_given_"),
-                                          ("exposed", "net_exposed_")):
-                        result = net_link(pair, args.timeout, where)
-                        if result and where == "inbox":
-                            poll = result[2]
-                        take(result and result[:2], prefix)
-                else:
-                    take(mpi_link(pair, poll), kind + "_")
-            pair.Free()
-        idle_barrier(comm)          # asleep: the next pair's measurement needs the cores
+        with pair_with(partner) as pair:
+            if pair is None:
+                continue
+            if kind == "flag":
+                flag = scheduler.flag_time(pair, args.timeout)
+            elif kind == "net_local":
+                result = net_link(pair, args.timeout, with_ack=False)
+                if result:
+                    values["net_local_L"] = result[0]["L"]
+                    sources["net_local_L"] = (f"as net_L, between rank 0 and a process of its "
+                                              f"node: {result[1]['L']}")
+            elif kind == "net":
+                for where, prefix in (("inbox", "net_"), ("given", "net_given_"),
+                                      ("exposed", "net_exposed_")):
+                    result = net_link(pair, args.timeout, where)
+                    if result and where == "inbox":
+                        poll = result[2]
+                    take(result and result[:2], prefix)
+            else:
+                take(mpi_link(pair, poll), kind + "_")
     if rank in zeros:
         take(cma_params(machine))
         wake = scheduler.wake_time(machine, flag, args.timeout)   # placed as the launch does
     machine.Free()
     measured = []                   # rank 0's: (the pair's shape, {algorithm: seconds})
     for partner, between in ((far, True), *(((mate, False),) if own_node else ())):
-        pair = comm.Split(0 if rank in (0, partner) else MPI.UNDEFINED, 0 if rank == 0 else 1)
-        if pair != MPI.COMM_NULL:
-            with spread(pair, cpus):
-                got = extra.measure(pair, extra.names(between))
-            if got is not None:
-                measured.append(([[0], [1]] if between else [[0, 1]], got))
-            pair.Free()
-        idle_barrier(comm)
+        with pair_with(partner) as pair:
+            got = pair and extra.measure(pair, extra.names(between))
+        if got is not None:
+            measured.append(([[0], [1]] if between else [[0, 1]], got))
     tail = extra.tail(comm)
     if rank == 0:
         values["poll"], sources["poll"] = poll, "the transport's poll that finds nothing, usual"
