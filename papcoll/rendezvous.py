@@ -14,7 +14,8 @@ values are still in its queue, but no confirmation will come. Only once everyone
 does papcoll call a blocking MPI constructor or destructor (``Split``, ``Win_allocate``,
 ``Win_free``): a process confirms only with every value in hand, so once one has every
 confirmation, the others' are on their way to everyone. What is left unbounded is a process
-dying between its confirmation and that MPI call (docs/failures.md).
+dying between its confirmation and the end of that MPI call (docs/failures.md); one stopped
+there holds the others inside it until it goes on (:func:`held`).
 
 Messages between a pair on one tag arrive in the order they were sent (MPI's non-overtaking
 rule), so consecutive meetings, of all ranks or of a node's, never take each other's messages.
@@ -28,6 +29,8 @@ then looks for a moment at the ranks it awaited: those also waiting for somebody
 their own deadline, about the same time, and are then excused and their own waits followed,
 rank to rank, until the ranks that gave no sign are found -- the dead, the stopped, the late.
 """
+from contextlib import contextmanager
+
 from .errors import MismatchError, PapcollTimeoutError
 from .progress import DONE, IDLE, MORE, Deadline, polled, wait
 
@@ -157,6 +160,21 @@ def agree(comm, what, deadline, members=None, ranks=None, without_gave_up=False)
     """Return once every member has reached step ``what`` -- or, ``without_gave_up``, given
     up --: the members that reached it (see :func:`exchange`)."""
     return list(exchange(comm, what, None, deadline, members, ranks, without_gave_up))
+
+
+@contextmanager
+def held(what, deadline):
+    """Around the blocking MPI constructors a meeting lets every rank into (all of them, on
+    every rank: none may leave between two, or the others would wait in the next for ever).
+    MPI's call cannot be left, so a rank stopped or descheduled between the meeting and the
+    end of that call holds every other inside it until it goes on, and MPI does not say which
+    rank that was. A rank whose deadline has passed by then raises the error of a wait MPI
+    cannot attribute (``missing`` None) and gives up by it, as any failed call does; a rank
+    whose deadline has not passed meets that give-up at its next step (docs/failures.md)."""
+    yield
+    if deadline.expired():
+        raise PapcollTimeoutError(f"{what} (inside MPI's blocking call, which a rank stopped "
+                                  f"in it holds)", None, deadline.timeout)
 
 
 def give_up(comm, error, awaited=None):

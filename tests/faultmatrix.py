@@ -177,8 +177,13 @@ def judge(fault, r, victim, kind, attrs, line, finished=frozenset()):
     ``attrs`` (missing, gave_up, ranks), ``line`` (with the message). ``finished``: the live
     ranks whose own outcome shows they finished r's call -- after r's deadline, if r names
     them: "no sign of them" was then true, so r may name them beside the victim (the rare
-    case in docs/failures.md), never instead of it."""
+    case in docs/failures.md), never instead of it. A stop inside MPI's blocking set-up call
+    (window or communicator creation) holds every rank there: each then names nobody, as MPI
+    cannot say which rank held it (rendezvous.held)."""
     msg = line.split(" ok before): ", 1)[-1]
+    if (fault == "stop" and kind == "PapcollTimeoutError" and attrs.get("missing", []) is None
+            and "inside MPI's blocking call" in msg):
+        return []
     missing, gave_up, ranks = (set(attrs.get(k) or []) for k in ("missing", "gave_up", "ranks"))
     named = missing | gave_up | ranks
     if r in named:

@@ -40,3 +40,37 @@ def test_a_live_rank_still_in_the_call_may_not_be_named():
 def test_the_victim_must_be_named():
     alone = STOPPED.replace("missing=[0, 3]", "missing=[0]")
     assert all("does not name rank 3" in p for p in problems(alone)) and len(problems(alone)) == 3
+
+
+# stop-auto-adapt, CI on 2026-11-30: call 10 set up pap_direct (the adaptive switch), and the
+# victim stopped inside MPI_Win_allocate, which held the others there past their deadline.
+WHY = ("pap_direct: mpi-rma windows (inside MPI's blocking call, which a rank stopped in it "
+       "holds): not complete after 2 s (PAPCOLL_TIMEOUT); some rank of the communicator did "
+       "not join (MPI does not say which)")
+HELD = "CELL victim 2 pids [362, 363, 364]\nCELL rank 2: VICTIM gets SIGSTOP inside a call " \
+       "(9 done)\nCELL rank 1: SIGCONT to rank 2 after 4 s stopped\n" + "".join(
+           f"CELL rank {r}: PapcollTimeoutError missing=None gave_up=[] after 4.09 s in call 10"
+           f" (9 ok before): {WHY}\nCELL rank {r}: closed in 0.00 s: ok\n" for r in range(3)) \
+       + "".join(f"CELL rank {r}: finalized\n" for r in range(3))
+
+
+def test_a_stop_inside_mpis_set_up_call_may_name_nobody_as_mpi_cannot():
+    assert faultmatrix.check("stop", 3, HELD, 0, []) == []
+
+
+def test_ranks_that_only_gave_up_may_not_stand_for_the_stopped_one():
+    """What the cell printed then (its messages shortened)."""
+    gave = {0: "missing=[] gave_up=[1, 2]", 1: "missing=[] gave_up=[0, 2]",
+            2: "missing=[0] gave_up=[1]"}
+    before = HELD
+    for r, attrs in gave.items():
+        before = before.replace(f"rank {r}: PapcollTimeoutError missing=None gave_up=[]",
+                                f"rank {r}: PapcollTimeoutError {attrs}")
+    before = before.replace(WHY, "pap_direct: mpi-rma boards zeroed: cannot complete")
+    assert faultmatrix.check("stop", 3, before, 0, []) == [
+        f"rank {r}: says rank 2 gave up; it was stop" for r in (0, 1)]
+
+
+def test_naming_nobody_is_no_answer_to_another_fault():
+    assert faultmatrix.check("late", 3, HELD, 0, [])[:2] == [
+        f"rank {r}: PapcollTimeoutError does not name rank 2" for r in (0, 1)]

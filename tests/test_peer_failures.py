@@ -42,6 +42,14 @@ def test_a_give_up_flagged_before_its_message_arrives_keeps_its_reason(run_mpi):
     ok(run_mpi(2, "peer_failures.py", "late_word", timeout=120), "late_word")
 
 
+def test_a_rank_late_inside_mpis_window_creation_fails_every_rank_naming_none(run_mpi):
+    """The fault matrix's stop cell of the adaptive auto (a switch sets up pap_direct in
+    call 10) once stopped its victim inside MPI_Win_allocate: the others, held there past
+    their deadline, blamed ranks that had only given up."""
+    ok(run_mpi(3, "peer_failures.py", "held", env={"PAPCOLL_TIMEOUT": "1"}, timeout=120),
+       "held")
+
+
 @pytest.mark.parametrize("phase", ["gather", "scatter"])
 @pytest.mark.parametrize("name", ["shm_direct", "pap_shm_direct"])
 def test_a_process_dying_in_a_hierarchical_phase_is_named_everywhere(run_mpi, name, phase):

@@ -120,7 +120,8 @@ class ShmDirect(IntraNodeAlgorithm):
         self.exchange = self.comm = None
         try:
             rendezvous.agree(ctx.comm, f"{self.name}: masters communicator", deadline)
-            self.comm = ctx.comm.Split(0 if self.master else MPI.UNDEFINED, ctx.rank)
+            with rendezvous.held(f"{self.name}: masters communicator", deadline):
+                self.comm = ctx.comm.Split(0 if self.master else MPI.UNDEFINED, ctx.rank)
             if self.master:
                 self.exchange = Exchange(self, open_transport(self.comm, self.inbound, deadline,
                                                               self.masters, self.name),

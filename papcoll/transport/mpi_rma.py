@@ -27,6 +27,7 @@ in whatever the program put there next.
 import numpy as np
 from mpi4py import MPI
 
+from .. import rendezvous
 from ..errors import PapcollTimeoutError, TransportError
 from ..native import ETIMEDOUT, xport
 from ..native.xport import ADVERT_BYTES
@@ -62,9 +63,10 @@ class MpiRmaTransport(Transport):
         # A multiple of 64 bytes: MPICH lays a node's windows end to end, so an odd size
         # would leave the next rank's boards unaligned, and a notice word torn across lines.
         nbytes = self._adverts_at + n * ADVERT_BYTES + (0 if given else inbox)
-        self.win = MPI.Win.Allocate(-(-nbytes // 64) * 64, 1, comm=comm)
-        self.inbox_win = MPI.Win.Create(inbox, 1, comm=comm) if given else self.win
-        self.dyn = MPI.Win.Create_dynamic(comm=comm)
+        with rendezvous.held(self.owner + "mpi-rma windows", deadline):
+            self.win = MPI.Win.Allocate(-(-nbytes // 64) * 64, 1, comm=comm)
+            self.inbox_win = MPI.Win.Create(inbox, 1, comm=comm) if given else self.win
+            self.dyn = MPI.Win.Create_dynamic(comm=comm)
         self.mem = np.frombuffer(self.win.tomemory(), np.uint8)
         self.mem[:] = 0
         self._inbox = inbox if given else self.mem[self._inbox_at:nbytes]

@@ -14,6 +14,10 @@ late_word          N=2: rank 1 is told that rank 0 gave up (as a node's flags ma
 dies STEP          rank 0 (the node segment's creator) freezes at set-up step STEP, as if dead:
                    the others name it within the timeout and leave nothing in /dev/shm; then
                    rank 1 kills it (mpiexec ends the job).
+held               N=3, pap_direct: rank 2 comes to MPI's window creation (MPI_Win_allocate)
+                   twice the timeout late, as if stopped between the meeting before it and the
+                   call: every rank leaves MPI only then, and each raises the error of a wait
+                   MPI cannot attribute (missing None), none naming a rank that gave up.
 hier_dies NAME PHASE  N=4 as 2 nodes of 2: rank 3 (a non-master) freezes, as if dead, in its
                    second call's gather (before it posts) or scatter: the others name it within
                    the timeout (those of the other node through its master, who gave up for
@@ -128,6 +132,38 @@ def dies(step):
     time.sleep(30)                                   # mpiexec ends us now that a rank died
 
 
+def held():
+    import types
+    from papcoll.transport import mpi_rma
+    timeout = float(os.environ["PAPCOLL_TIMEOUT"])
+    if rank == 2:
+        real = MPI.Win.Allocate
+
+        def late(*args, **kwargs):
+            time.sleep(2 * timeout)
+            return real(*args, **kwargs)
+        names = {k: getattr(MPI, k) for k in dir(MPI) if not k.startswith("__")}
+        mpi_rma.MPI = types.SimpleNamespace(**{**names, "Win": types.SimpleNamespace(
+            **{k: getattr(MPI.Win, k) for k in ("Create", "Create_dynamic")}, Allocate=late)})
+    pc = papcoll.Communicator(world)
+    send, want = fresh(64)
+    recv = np.empty_like(send)
+    start = time.monotonic()
+    try:
+        pc.Alltoall(send, recv, algorithm="pap_direct")
+        raise AssertionError(f"rank {rank}: the call did not fail")
+    except papcoll.PapcollTimeoutError as err:
+        took = time.monotonic() - start
+        assert err.missing is None and not err.gave_up, err
+        assert "inside MPI's blocking call" in str(err), err
+        assert 2 * timeout <= took < 3 * timeout + 3, took
+    pc.close()
+    assert leftovers() == []
+    world.Barrier()
+    if rank == 0:
+        print("HELD OK", flush=True)
+
+
 def hier_dies(name, phase):
     import signal
     from papcoll.algorithms import shm_direct
@@ -172,4 +208,4 @@ def hier_dies(name, phase):
 
 
 main({"setup_missing": setup_missing, "gave_up": gave_up, "cma_rank": cma_rank,
-      "late_word": late_word, "dies": dies, "hier_dies": hier_dies})
+      "late_word": late_word, "dies": dies, "held": held, "hier_dies": hier_dies})
