@@ -15,7 +15,9 @@ from ..transport import open_transport
 from .timing import timed, usual
 
 SMALL, MID, BIG = 8, 64 << 10, 1 << 20
-EAGER_SIZES = [SMALL] + [1 << k for k in range(10, 21)]
+# 256 B: Open MPI 5's shared memory sends up to 256 B inline (btl_sm_max_inline_send) and
+# waits for the receiver from 512 B
+EAGER_SIZES = [SMALL, 256] + [1 << k for k in range(10, 21)]
 BATCH = 16                             # writes in a row: the peer's receives and my queue allow
 BATCHES = 4                            # g's batches (one alone read 1.3 us and 5.8 us here)
 EAGER_DELAY = 5e-3                     # the receiver's delay that shows a send waiting for
@@ -114,7 +116,7 @@ def mpi_link(pair, poll):
              "o": f"an MPI_Isend's post of {SMALL} B (usual mean over a batch of {batch})",
              "g": f"a batch of {batch} MPI_Isends of {SMALL} B until received, per message",
              "G": f"ping-pong one-way times of {MID} B and {BIG} B: the slope",
-             "eager": f"the largest of {SMALL} B and powers of two from 1 KiB whose MPI_Send "
+             "eager": f"the largest of {SMALL} B, 256 B and powers of two from 1 KiB whose MPI_Send "
                       f"returned before a receiver {delay * 1e3:.0f} ms late posted its Recv "
                       f"(0: none)"})
 

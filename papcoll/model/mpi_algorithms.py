@@ -16,10 +16,12 @@ from .sim import Cpu, Put, Sleep, Wait
 
 NONE = float("inf")
 # Inside a machine, the smallest rendezvous message the library reads across by CMA, by
-# library. MPICH 5.0.2 here: a process_vm_readv by the receiver for every message of 8 KiB
-# and more, none at 4-8000 B (strace; its MPIR_CVAR_CH4_IPC_CMA_P2P_THRESHOLD). Open MPI's
-# and MVAPICH 1.0's: not measured, so their rendezvous as above.
-SINGLE_COPY = {"mpich": 8192}
+# library (strace, 40 messages of a size between two processes here). MPICH 5.0.2: a
+# process_vm_readv by the receiver for every message of 8 KiB and more, none at 4-8000 B (its
+# MPIR_CVAR_CH4_IPC_CMA_P2P_THRESHOLD). Open MPI 5.0.11 (ob1, btl sm, smsc cma): one for every
+# message past its eager limit, 4024 B to 1 MiB, none to 4016 B (btl_sm_eager_limit 4096 with
+# the header). MVAPICH 1.0's: not known, so its rendezvous as above.
+SINGLE_COPY = {"mpich": 8192, "openmpi": 0}
 
 
 def link(c, p, q):
