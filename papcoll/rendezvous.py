@@ -173,8 +173,8 @@ def held(what, deadline):
     whose deadline has not passed meets that give-up at its next step (docs/failures.md)."""
     yield
     if deadline.expired():
-        raise PapcollTimeoutError(f"{what} (inside MPI's blocking call, which a rank stopped "
-                                  f"in it holds)", None, deadline.timeout)
+        raise PapcollTimeoutError(f"{what} (inside MPI's blocking call: a rank stopped or "
+                                  f"late there holds every other)", None, deadline.timeout)
 
 
 def give_up(comm, error, awaited=None):

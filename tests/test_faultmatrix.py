@@ -44,9 +44,9 @@ def test_the_victim_must_be_named():
 
 # stop-auto-adapt, CI on 2026-11-30: call 10 set up pap_direct (the adaptive switch), and the
 # victim stopped inside MPI_Win_allocate, which held the others there past their deadline.
-WHY = ("pap_direct: mpi-rma windows (inside MPI's blocking call, which a rank stopped in it "
-       "holds): not complete after 2 s (PAPCOLL_TIMEOUT); some rank of the communicator did "
-       "not join (MPI does not say which)")
+WHY = ("pap_direct: mpi-rma windows (inside MPI's blocking call: a rank stopped or late "
+       "there holds every other): not complete after 2 s (PAPCOLL_TIMEOUT); some rank of the "
+       "communicator did not join (MPI does not say which)")
 HELD = "CELL victim 2 pids [362, 363, 364]\nCELL rank 2: VICTIM gets SIGSTOP inside a call " \
        "(9 done)\nCELL rank 1: SIGCONT to rank 2 after 4 s stopped\n" + "".join(
            f"CELL rank {r}: PapcollTimeoutError missing=None gave_up=[] after 4.09 s in call 10"

@@ -116,9 +116,9 @@ def mpi_link(pair, poll):
              "o": f"an MPI_Isend's post of {SMALL} B (usual mean over a batch of {batch})",
              "g": f"a batch of {batch} MPI_Isends of {SMALL} B until received, per message",
              "G": f"ping-pong one-way times of {MID} B and {BIG} B: the slope",
-             "eager": f"the largest of {SMALL} B, 256 B and powers of two from 1 KiB whose MPI_Send "
-                      f"returned before a receiver {delay * 1e3:.0f} ms late posted its Recv "
-                      f"(0: none)"})
+             "eager": f"the largest of {SMALL} B, 256 B and powers of two from 1 KiB whose "
+                      f"MPI_Send returned before a receiver {delay * 1e3:.0f} ms late posted its "
+                      f"Recv (0: none)"})
 
 
 WHERE = {  # where a link's writes land: the memory papcoll's calls write into
