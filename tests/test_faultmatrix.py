@@ -44,6 +44,7 @@ def test_the_victim_must_be_named():
 
 # stop-auto-adapt, CI on 2026-11-30: call 10 set up pap_direct (the adaptive switch), and the
 # victim stopped inside MPI_Win_allocate, which held the others there past their deadline.
+# Its lines, with the error each rank gives there now (rendezvous.held) in place of CI's.
 WHY = ("pap_direct: mpi-rma windows (inside MPI's blocking call: a rank stopped or late "
        "there holds every other): not complete after 2 s (PAPCOLL_TIMEOUT); some rank of the "
        "communicator did not join (MPI does not say which)")
