@@ -210,7 +210,7 @@ def test_a_balanced_direct_at_two_matches_the_hand_count():
     assert end == pytest.approx([10.6, 10.6])
 
 
-def test_mpichs_large_message_inside_a_machine_is_read_across_and_between_hosts_is_not():
+def test_a_large_message_inside_a_machine_is_read_across_where_the_library_does():
     """MPICH from 8 KiB inside a machine, Open MPI past its eager limit: a request to send, the
     receiver's CMA read, its word back (mpi_algorithms.SINGLE_COPY); between hosts, and in
     MVAPICH 1.0 (not known), a request, a clear to send and the data."""

@@ -119,8 +119,9 @@ class ShmDirect(IntraNodeAlgorithm):
         self.done = native.Flags(self.segment.page_words(0, 0, len(self.nodes) + 1))
         self.exchange = self.comm = None
         try:
-            rendezvous.agree(ctx.comm, f"{self.name}: masters communicator", deadline)
-            with rendezvous.held(f"{self.name}: masters communicator", deadline):
+            step = f"{self.name}: masters communicator"
+            rendezvous.agree(ctx.comm, step, deadline)
+            with rendezvous.held(step, deadline):
                 self.comm = ctx.comm.Split(0 if self.master else MPI.UNDEFINED, ctx.rank)
             if self.master:
                 self.exchange = Exchange(self, open_transport(self.comm, self.inbound, deadline,

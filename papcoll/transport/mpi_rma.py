@@ -57,13 +57,13 @@ class MpiRmaTransport(Transport):
         given = not isinstance(inbox, int)
         self._inbox_at = 0 if given else self._adverts_at + n * ADVERT_BYTES
         self._open = self._pinned = False
-        inboxes = self.meet("mpi-rma windows", inbox if isinstance(inbox, int) else inbox.nbytes,
-                            deadline)
+        step = "mpi-rma windows"
+        inboxes = self.meet(step, inbox if isinstance(inbox, int) else inbox.nbytes, deadline)
         self._inbox_bytes = [inboxes[q] for q in range(n)]
         # A multiple of 64 bytes: MPICH lays a node's windows end to end, so an odd size
         # would leave the next rank's boards unaligned, and a notice word torn across lines.
         nbytes = self._adverts_at + n * ADVERT_BYTES + (0 if given else inbox)
-        with rendezvous.held(self.owner + "mpi-rma windows", deadline):
+        with rendezvous.held(self.owner + step, deadline):   # the meeting's name, as meet
             self.win = MPI.Win.Allocate(-(-nbytes // 64) * 64, 1, comm=comm)
             self.inbox_win = MPI.Win.Create(inbox, 1, comm=comm) if given else self.win
             self.dyn = MPI.Win.Create_dynamic(comm=comm)
