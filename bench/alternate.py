@@ -5,10 +5,15 @@
 Phases of ``--phase`` calls alternate between the MIFs of ``--mif`` (default 1 and 128: a
 balanced phase, then a skewed one), ``--cycles`` times. Every call waits its delay as in the
 arrival benchmark (arrival.py: uniform in [0, MIF x t_msg), drawn from --seed), and every
-algorithm takes its turn in every call, in a fresh order each (arrival_measure.call_schedule),
-so all see the same delays and the same noise. Beside each fixed algorithm and the plain
-``auto``, ``adaptive`` is ``auto`` on a Communicator made with PAPCOLL_ADAPT=K (--adapt): it
-sees the phases change through its own calls, as a program would.
+algorithm takes its turn in every call, in a fresh order each, so all see the same delays and
+the same noise. With ``--apart`` each algorithm runs each phase's calls in a stretch of its own
+instead, the algorithms in a fresh drawn order each phase (arrival_measure.stretch_schedule),
+as a program that calls one algorithm has them: where processes share cores no call but a
+stretch's first then carries the cost of another algorithm's before it (docs/benchmarks.md),
+and a phase's slow spell falls on one. Beside each fixed algorithm and the plain ``auto``,
+``adaptive`` is ``auto`` on a Communicator made with PAPCOLL_ADAPT=K (--adapt): it sees the
+phases change through its own calls, as a program would. Each of the two has a Communicator of
+its own, so that no plan serves two calls of an iteration.
 
 For each size it prints each phase's mean time per call of every algorithm, the phase's best
 fixed algorithm, adaptive's and auto's ratio to it, and over the whole run adaptive's ratio to
@@ -31,8 +36,8 @@ import papcoll
 from papcoll.algorithms import AUTO
 from papcoll.model import scale
 
-from .arrival_measure import (block_rng, buffers, call_schedule, clock_offsets, delay_table,
-                              message_time, run_block, usable_algorithms)
+from .arrival_measure import (block_rng, buffers, clock_offsets, delay_table, message_time,
+                              run_block, stretch_schedule, usable_algorithms)
 from .options import comma_list, format_size, integer, parse_size
 from .variants import Case, caller
 
@@ -53,6 +58,10 @@ def add_arguments(parser):
                         help="fixed algorithms (default: every one that runs here)")
     parser.add_argument("--warmup", type=integer(0), default=5)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--apart", action="store_true",
+                        help="run each algorithm through each phase in a stretch of its "
+                             "own, the algorithms in a drawn order each phase (default: every "
+                             "call, every algorithm in a fresh order)")
     parser.add_argument("--out", type=Path, help="write the result's JSON here")
 
 
@@ -81,14 +90,15 @@ def phase_delays(args, size, nprocs, t_msg):
 
 
 def summarize(size, names, in_call, phases, mifs):
-    """One size's figures from ``in_call`` (algorithms, rounds, processes), rank 0's."""
+    """One size's figures from ``in_call`` (algorithms, rounds, processes), rank 0's; a phase's
+    figures pool its calls of every cycle (``phases``: each round's phase index, -1 warm-up)."""
     per_call = in_call.mean(axis=2) * 1e6               # mean over processes, microseconds
     fixed = [j for j, n in enumerate(names) if n not in (AUTO, ADAPTIVE)]
     out = {"size": size, "phases": []}
-    for p in sorted(set(phases) - {-1}):
-        mean = per_call[:, phases == p].mean(axis=1)
+    for p in range(len(mifs)):
+        mean = per_call[:, (phases >= 0) & (phases % len(mifs) == p)].mean(axis=1)
         best = min(fixed, key=lambda j: mean[j])
-        out["phases"].append({"mif": mifs[p % len(mifs)], "us": dict(zip(names, mean.tolist())),
+        out["phases"].append({"mif": mifs[p], "us": dict(zip(names, mean.tolist())),
                               "best": names[best], "best_us": float(mean[best])})
     timed = phases != -1
     whole = per_call[:, timed].mean(axis=1)
@@ -120,17 +130,22 @@ def run(args):
     rank, nprocs = comm.Get_rank(), comm.Get_size()
     started = datetime.datetime.now()
     results = []
-    with papcoll.Communicator(comm) as pc, adaptive_communicator(comm, args.adapt) as pa:
+    # auto on a Communicator of its own, as adaptive is: one Communicator's plans would serve
+    # both auto's call and the fixed algorithm it runs in every iteration, warmer than any other
+    with papcoll.Communicator(comm) as pc, papcoll.Communicator(comm) as pauto, \
+            adaptive_communicator(comm, args.adapt) as pa:
         fixed, skipped = usable_algorithms(pc, args.algorithms or [
             n for n in sorted(papcoll.algorithms, key=lambda n: n != "mpi")])
         names = fixed + [AUTO, ADAPTIVE]
-        calls = [caller(pc, n, "alltoall") for n in fixed + [AUTO]] + [pa.Alltoall]
+        calls = [caller(pc, n, "alltoall") for n in fixed] + [pauto.Alltoall, pa.Alltoall]
         offset, _ = clock_offsets(pc)
         for size in args.sizes:
             send, recv, want = buffers(rank, nprocs, size)
             t_msg, _ = message_time(pc, size, min(1, nprocs - 1))
             delays, phases = phase_delays(args, size, nprocs, t_msg)
-            schedule = call_schedule(args.seed, size, 0, len(delays), len(names))
+            stretches = ([args.warmup] + [args.phase] * (args.cycles * len(args.mif))
+                         if args.apart else [1] * len(delays))
+            schedule = stretch_schedule(args.seed, size, 0, stretches, len(names))
             _, in_call, _ = run_block(pc, names, Case(send, recv, recv, want), calls,
                                       delays[:, rank], schedule, offset, False, args.warmup,
                                       lambda: None)

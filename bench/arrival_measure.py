@@ -81,10 +81,20 @@ def call_schedule(seed, size, label, rounds, nalgorithms, apart=False):
     2 cores MPI's 8 B call took 39 us after ``direct``'s, 17 after its own). ``apart``: each
     algorithm's iterations in a run of their own, the algorithms in a drawn order, as a
     program that calls one algorithm has them; a slow spell then falls on one."""
+    return stretch_schedule(seed, size, label, [rounds] if apart else [1] * rounds, nalgorithms)
+
+
+def stretch_schedule(seed, size, label, stretches, nalgorithms):
+    """The calls of iterations cut into stretches of the given lengths, in order: in each,
+    every algorithm runs through the whole stretch in turn, in a fresh drawn order each stretch
+    (call_schedule's two orders are its stretches of one iteration and of all)."""
     rng = np.random.default_rng([seed, size, label, ORDER_STREAM])
-    if apart:
-        return [(it, j) for j in rng.permutation(nalgorithms).tolist() for it in range(rounds)]
-    return [(it, j) for it in range(rounds) for j in rng.permutation(nalgorithms).tolist()]
+    schedule, start = [], 0
+    for length in stretches:
+        schedule += [(it, j) for j in rng.permutation(nalgorithms).tolist()
+                     for it in range(start, start + length)]
+        start += length
+    return schedule
 
 
 # ---- measuring (collective) ----------------------------------------------------------------

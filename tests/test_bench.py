@@ -115,6 +115,23 @@ def test_call_schedule_apart_runs_each_algorithm_through_its_iterations():
     assert firsts == {0, 1, 2}                                 # the algorithms' order is drawn
 
 
+def test_stretch_schedule_runs_each_algorithm_through_each_stretch_in_a_drawn_order():
+    stretches = [2, 4, 4]                                      # warm-up, then two phases
+    schedule = arrival_measure.stretch_schedule(1, 8, 0, stretches, 3)
+    assert sorted(schedule) == [(it, j) for it in range(10) for j in range(3)]
+    start = 0
+    for length in stretches:                                   # each stretch's calls together
+        part, schedule = schedule[:3 * length], schedule[3 * length:]
+        runs = [part[k:k + length] for k in range(0, 3 * length, length)]
+        assert all(run == [(start + i, run[0][1]) for i in range(length)] for run in runs)
+        start += length
+    orders = {tuple(c[1] for c in arrival_measure.stretch_schedule(s, 8, 0, [1, 1], 3))
+              for s in range(20)}
+    assert len(orders) > 3                                     # drawn afresh each stretch
+    assert arrival_measure.stretch_schedule(1, 8, 32, [1] * 7, 3) == \
+        arrival_measure.call_schedule(1, 8, 32, 7, 3)          # interleaved: stretches of one
+
+
 def test_t_msg_partner_is_rank_1_or_the_next_nodes_master():
     def topology(node_of):
         nodes = [[r for r, n in enumerate(node_of) if n == k] for k in range(max(node_of) + 1)]
@@ -390,14 +407,31 @@ def test_alternate_summarizes_each_phase_against_its_best_fixed_algorithm():
     assert r["differ"]          # mpi costs the skewed phase 2.5 x, direct the balanced one 2 x
 
 
+def test_alternate_pools_each_phase_over_its_cycles():
+    from papcoll.bench import alternate
+    names = ["mpi", "direct", "auto", "adaptive"]
+    # a warm-up round, then two cycles of MIF 1 and 64, one round a phase
+    us = {"mpi": [99, 10, 50, 30, 70], "direct": [99, 20, 20, 40, 40],
+          "auto": [99, 10, 50, 30, 70], "adaptive": [99, 15, 25, 35, 45]}
+    in_call = np.array([[[t * 1e-6] * 2 for t in us[n]] for n in names])
+    r = alternate.summarize(8, names, in_call, np.array([-1, 0, 1, 2, 3]), [1, 64])
+    assert [(p["mif"], p["best"], p["best_us"]) for p in r["phases"]] == [(1, "mpi", 20),
+                                                                           (64, "direct", 30)]
+    assert r["phases"][0]["us"]["adaptive"] == pytest.approx(25)       # (15 + 35) / 2
+    assert r["phases"][1]["us"]["adaptive"] == pytest.approx(35)       # (25 + 45) / 2
+    assert r["us"]["mpi"] == pytest.approx(40)                         # the warm-up left out
+
+
 @pytest.mark.mpi
-def test_alternate_runs_every_algorithm_through_the_phases(tmp_path):
+@pytest.mark.parametrize("order", [[], ["--apart"]], ids=["interleaved", "apart"])
+def test_alternate_runs_every_algorithm_through_the_phases(tmp_path, order):
     out = tmp_path / "alt.json"
     res = launch(4, ["-m", "papcoll.bench", "alternate", "--sizes", "8,4K", "--phase", "12",
-                     "--mif", "1,64", "--adapt", "4", "--warmup", "2", "--out", str(out)],
-                 env={"PAPCOLL_NODE_SIZE": "2"}, timeout=240)
+                     "--mif", "1,64", "--adapt", "4", "--warmup", "2", "--out", str(out),
+                     *order], env={"PAPCOLL_NODE_SIZE": "2"}, timeout=240)
     assert res.returncode == 0, res.stdout[-4000:]
     doc = json.loads(out.read_text())
+    assert doc["options"]["apart"] == bool(order)
     assert [r["size"] for r in doc["results"]] == [8, 4096]
     for r in doc["results"]:
         assert [p["mif"] for p in r["phases"]] == [1, 64]
