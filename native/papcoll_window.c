@@ -3,16 +3,18 @@
  * Every rank ends a site's window in the same call, and processes that share a core end it
  * together, so its work is paid about twice over and holds up every rank of the next call. In
  * Python it took 50-60 us a window on 4 processes over 2 cores -- the measure's sorts, the
- * arrays, the reduction's start and test --, 3-4 us a call at K = 16; here, 15-18 us, most of
- * it MPI's own test and start (docs/adaptive.md).
+ * arrays, the reduction's start and test --, 3-4 us a call at K = 16; here, 9-17 us, and
+ * 4.6-9.3 since the choice is looked up here rather than asked of the policy's chooser in
+ * Python, which took 6.5-7.5 us of it, cold (docs/adaptive.md).
  *
  * The site (adaptive.Site) keeps its state as attributes, which this file reads and writes by
  * name: ``times`` (the window being filled: K seconds), ``send`` (the reduction's input: the
  * window's times and their negatives), ``out`` (its result), ``reduce`` (the site's persistent
  * MPI_Allreduce_init request over those two, made once: a start costs less than a nonblocking
  * reduction's set-up each window), ``pending`` (``reduce`` while in flight, else None),
- * ``base``, ``skew``, ``key``, ``count`` and ``choose`` (the policy's chooser: the choice stays
- * Python's, in one place). */
+ * ``base``, ``skew``, ``key``, ``count``, and ``bounds`` and ``keys``: the site's choice by
+ * skew as steps, which the policy works out once for the site (policy.by_skew), so that a
+ * window's end looks its key up where calling the policy's chooser took 6-7 us of it. */
 #include "papcoll_call.h"
 
 #include <mpi.h>
@@ -21,7 +23,7 @@
 #include <string.h>
 
 static PyObject *s_times, *s_send, *s_out, *s_reduce, *s_pending, *s_base, *s_skew, *s_key,
-    *s_count, *s_choose, *s_a;
+    *s_count, *s_bounds, *s_keys;
 
 static int by_value(const void *a, const void *b)
 {
@@ -98,9 +100,34 @@ static int set_float(PyObject *site, PyObject *name, double value)
     return rc;
 }
 
+/* The key of ``skew`` among the site's steps: ``keys[i]`` for the last ``bounds[i]`` not
+ * above it (bounds ascend from 0, policy.by_skew's; a skew is never negative), borrowed; NULL
+ * with a Python error. */
+static PyObject *step_key(PyObject *bounds, PyObject *keys, double skew)
+{
+    Py_ssize_t n = PyTuple_Check(bounds) ? PyTuple_GET_SIZE(bounds) : -1;
+    if (n < 1 || !PyTuple_Check(keys) || PyTuple_GET_SIZE(keys) != n) {
+        PyErr_SetString(PyExc_TypeError, "papcoll adaptive window: a site's bounds and keys "
+                                         "are two tuples of one length");
+        return NULL;
+    }
+    Py_ssize_t lo = 0, hi = n; /* bounds[lo] <= skew < bounds[hi] */
+    while (hi - lo > 1) {
+        Py_ssize_t mid = (lo + hi) / 2;
+        double b = PyFloat_AsDouble(PyTuple_GET_ITEM(bounds, mid));
+        if (b == -1.0 && PyErr_Occurred())
+            return NULL;
+        if (b <= skew)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return PyTuple_GET_ITEM(keys, lo);
+}
+
 /* The skew of a window from its reduction (each call's longest time, then each call's
  * shortest negated), against the site's quickest window so far (``base``), and the key the
- * site's chooser gives for it: 0, or -1 with a Python error. */
+ * site's steps give for it: 0, or -1 with a Python error. */
 static int learn(PyObject *site, PyObject *reduced)
 {
     Py_buffer r;
@@ -124,19 +151,15 @@ static int learn(PyObject *site, PyObject *reduced)
     if (base == -1.0 && PyErr_Occurred())
         return -1;
     base = mine < base ? mine : base;
-    PyObject *skew = PyFloat_FromDouble(base > 0 ? spread / base : 0.0);
-    PyObject *choose = NULL, *name = NULL, *key = NULL;
-    rc = -1;
-    if (skew != NULL && set_float(site, s_base, base) == 0 &&
-        PyObject_SetAttr(site, s_skew, skew) == 0 &&
-        (choose = PyObject_GetAttr(site, s_choose)) != NULL &&
-        (name = PyObject_CallOneArg(choose, skew)) != NULL &&
-        (key = PyTuple_Pack(2, s_a, name)) != NULL)
-        rc = PyObject_SetAttr(site, s_key, key);
-    Py_XDECREF(skew);
-    Py_XDECREF(choose);
-    Py_XDECREF(name);
-    Py_XDECREF(key);
+    double skew = base > 0 ? spread / base : 0.0;
+    PyObject *bounds = PyObject_GetAttr(site, s_bounds);
+    PyObject *keys = bounds == NULL ? NULL : PyObject_GetAttr(site, s_keys);
+    PyObject *key = keys == NULL ? NULL : step_key(bounds, keys, skew);
+    rc = key != NULL && set_float(site, s_base, base) == 0 && set_float(site, s_skew, skew) == 0
+             ? PyObject_SetAttr(site, s_key, key)
+             : -1;
+    Py_XDECREF(bounds);
+    Py_XDECREF(keys);
     return rc;
 }
 
@@ -265,9 +288,9 @@ static PyMethodDef window_methods[] = {
 int pc_add_window(PyObject *module)
 {
     static const char *names[] = {"times", "send", "out", "reduce", "pending", "base",
-                                  "skew", "key", "count", "choose", "a"};
+                                  "skew", "key", "count", "bounds", "keys"};
     PyObject **slots[] = {&s_times, &s_send, &s_out, &s_reduce, &s_pending, &s_base,
-                          &s_skew, &s_key, &s_count, &s_choose, &s_a};
+                          &s_skew, &s_key, &s_count, &s_bounds, &s_keys};
     if (import_mpi4py() < 0) /* the C API's table is per C file */
         return -1;
     for (size_t i = 0; i < sizeof names / sizeof *names; i++)

@@ -40,8 +40,8 @@ is served and timed by the Entry in C (Entry.timed), which writes its seconds in
 window: Python sees the site's calls only at a window's end, to agree. Any other call -- a
 buffer spec, a site's first call, one no plan takes -- is found, served and timed here, as
 the same measure. The window's end is C's too (native/papcoll_window.c: the medians, the
-reduction's test and start, the arrays), but for the choice, which the policy's chooser
-makes, and for a reduction still in flight, which Python waits for, bounded. What it costs,
+reduction's test and start, the arrays, and the choice, looked up in the steps the policy
+worked out for the site), but for a reduction still in flight, which Python waits for, bounded. What it costs,
 docs/adaptive.md gives as measured, and why it is off by default.
 """
 import os
@@ -64,13 +64,16 @@ def window(longest, shortest):
 
 
 class Site:
-    __slots__ = ("block", "key", "skew", "choose", "banded", "times", "send", "out", "reduce",
-                 "count", "base", "pending")
+    __slots__ = ("block", "key", "skew", "bounds", "keys", "banded", "times", "send", "out",
+                 "reduce", "count", "base", "pending")
 
-    def __init__(self, block, choose, banded=True):
-        self.block, self.skew, self.choose = block, None, choose   # choose(skew): policy.by_skew
+    def __init__(self, block, unagreed, steps, banded=True):
+        self.block, self.skew = block, None
+        self.key = ("a", unagreed)       # the named call's, until a skew is agreed
+        # the choice by skew (policy.by_skew's steps): keys[i] from bounds[i] up, looked up in C
+        self.bounds = tuple(float(edge) for edge, _ in steps)
+        self.keys = tuple(("a", name) for _, name in steps)
         self.banded = banded       # False: no skew changes its choice, so it is never timed
-        self.key = ("a", choose(None))   # the named call's
         self.times = None          # the window's seconds (Sites.open, for a banded site)
         self.send = self.out = None     # the reduction's: the times and their negatives; result
         self.reduce = None         # the persistent reduction of send into out

@@ -36,8 +36,8 @@ def test_the_medians_in_c_are_a_sort_s_middle_for_odd_and_even_windows():
 def test_a_site_measures_against_its_quickest_window_so_far():
     """A window whose calls stretch (the last to arrive sharing a core) keeps the site's own
     call time from its quickest window: the skew is not hidden by the stretch. The site's
-    chooser then names its algorithm by that skew."""
-    site = adaptive.Site(8, lambda skew: "mpi" if skew is None or skew < 10 else "pap_direct")
+    steps then name its algorithm by that skew."""
+    site = adaptive.Site(8, "mpi", ((0.0, "mpi"), (10.0, "pap_direct")))
     _native.window_learn(site, np.array([2.0] * 4 + [-1.0] * 4))   # longest 2, shortest 1
     assert (site.base, site.skew, site.key) == (1.0, 1.0, ("a", "mpi"))
     _native.window_learn(site, np.array([100.0] * 4 + [-50.0] * 4))
@@ -52,7 +52,7 @@ def test_a_window_ends_by_starting_its_reduction_and_learns_when_it_has_complete
     ctx = SimpleNamespace(comm=comm, size=1, rank=0, timeout=10.0)
     try:
         sites = adaptive.Sites(4)
-        site = sites.sites[8] = adaptive.Site(8, lambda s: "mpi" if s is None else "pap_direct")
+        site = sites.sites[8] = adaptive.Site(8, "mpi", ((0.0, "pap_direct"),))
         sites.open(ctx, site)
         assert not sites.timed(site, 0.0)                   # the first call: not timed
         assert [sites.timed(site, t) for t in (1.0, 2.0, 3.0, 4.0)] == [False] * 3 + [True]
@@ -79,12 +79,32 @@ def test_skew_bands_serve_adaptive_calls_alone():
     assert policy.choose(ctx, 8) == plain                    # no skew agreed: the plain rows
     assert policy.choose(ctx, 8, skew=9.99) == "direct"
     assert policy.choose(ctx, 8, skew=10.0) == "pap_direct"
-    chooser, banded = policy.by_skew(ctx, 8)                 # a site's, worked out once
-    assert [chooser(s) for s in (None, 0.0, 9.99, 10.0, 1e9)] == \
-        [policy.choose(ctx, 8, skew=s) for s in (None, 0.0, 9.99, 10.0, 1e9)]
-    assert banded
-    plain_chooser, banded = policy.by_skew(fake_ctx([2, 2], False, emulated=False), 8)
-    assert not banded and plain_chooser(1e9) == plain_chooser(None) == plain  # the shipped rows
+    unagreed, steps, banded = policy.by_skew(ctx, 8)         # a site's, worked out once
+    assert unagreed == plain and banded
+    assert steps == ((0.0, "direct"), (10.0, "pap_direct"))
+    site = adaptive.Site(8, unagreed, steps)
+    assert site.key == ("a", plain)
+    for skew in (0.0, 9.5, 10.0, 1e9):      # a window whose calls' shortest 1, longest 1 + skew
+        _native.window_learn(site, np.array([1.0 + skew] * 3 + [-1.0] * 3))
+        assert site.skew == skew and site.key == ("a", policy.choose(ctx, 8, skew=skew))
+    unagreed, steps, banded = policy.by_skew(fake_ctx([2, 2], False, emulated=False), 8)
+    assert not banded and steps == ((0.0, plain),) and unagreed == plain   # the shipped rows
+
+
+def test_steps_by_skew_follow_overlapping_bands_in_the_policys_order():
+    ctx = fake_ctx([2, 2], False, emulated=False)
+    ctx.table = (policy.Row(topology="any", algorithm="direct", measured="t", min_skew=2.0,
+                            max_skew=8.0),
+                 policy.Row(topology="any", algorithm="pap_direct", measured="t", min_skew=4.0),
+                 policy.Row(topology="any", algorithm="shm_direct", measured="t", max_skew=3.0)) \
+        + policy.TABLE
+    unagreed, steps, banded = policy.by_skew(ctx, 8)
+    assert [edge for edge, _ in steps] == [0.0, 2.0, 3.0, 4.0, 8.0]
+    site = adaptive.Site(8, unagreed, steps)
+    for skew in (0.0, 1.0, 2.0, 2.5, 3.0, 3.5, 4.0, 7.5, 8.0, 100.0):
+        _native.window_learn(site, np.array([1.0 + skew] + [-1.0]))
+        assert site.key == ("a", policy.choose(ctx, 8, skew=skew)), skew
+    assert (unagreed, banded) == (policy.choose(ctx, 8), True)
 
 
 @pytest.mark.parametrize("row,why", [

@@ -74,7 +74,7 @@ def test_timed_declines_untouched_what_python_must_serve_or_time():
     import numpy as np
 
     from papcoll.adaptive import Site
-    entry, site = fresh(), Site(8, lambda skew: "mpi")
+    entry, site = fresh(), Site(8, "mpi", ((0.0, "mpi"),))
     sites = {4: site}
     assert entry.timed(sites, b"x", bytearray(3)) is None              # no site of 3 bytes
     assert entry.timed(sites, b"x", [bytearray(4), "spec"]) is None    # a buffer spec

@@ -305,16 +305,20 @@ def choose(ctx, block, call="alltoall", skew=None):
 
 def by_skew(ctx, block):
     """:func:`choose` for every skew of an adaptive site's ``block``-byte calls, worked out once
-    (a window then asks ``chooser(skew)``, not the table): the serving rows up to the first
-    without a band, whose first that admits a skew is the one ``choose`` finds. Returns
-    (chooser, banded): ``banded`` is False where no such row has a band, so that every skew
-    gets what no skew gets."""
+    from the serving rows up to the first without a band, whose first that admits a skew is
+    the one ``choose`` finds. Returns (unagreed, steps, banded): the choice before any skew is
+    agreed; the choice by skew as steps ((from, algorithm), ...), ascending from 0 -- bands are
+    [min, max), so the choice changes only at a band's edge and each step's holds up to the
+    next's --; ``banded`` False where no such row has a band, so that every skew gets what no
+    skew gets. A window's end looks its skew up in the steps, in C (adaptive.py)."""
     rows = []
     for row in _serving(ctx, block, "alltoall"):
         rows.append(row)
         if row.admits_skew(None):
             break
 
-    def chooser(skew):
+    def first(skew):
         return next((r.algorithm for r in rows if r.admits_skew(skew)), "mpi")
-    return chooser, any(not r.admits_skew(None) for r in rows)
+    edges = sorted({0.0} | {b for r in rows for b in (r.min_skew, r.max_skew) if b is not None})
+    return (first(None), tuple((edge, first(edge)) for edge in edges),
+            any(not r.admits_skew(None) for r in rows))
