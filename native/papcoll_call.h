@@ -54,8 +54,13 @@ int pc_add_core(PyObject *module);
 int pc_add_xport(PyObject *module);
 /* Add the Entry type (papcoll_entry.c) to the module: 0, or -1 with a Python error. */
 int pc_add_entry(PyObject *module);
-/* Add the adaptive auto's window functions (papcoll_window.c). */
+/* Add the adaptive auto's Window type and window functions (papcoll_window.c). */
 int pc_add_window(PyObject *module);
+/* An adaptive site's Window (papcoll_window.c), the one owner of its state: 1 it times this
+ * call, 0 not (the site's first call), -1 with a Python error (not a Window, or full); and,
+ * where open, a timed call's seconds noted: 1 the window is now full, else 0. */
+int pc_window_open(PyObject *window);
+int pc_window_note(PyObject *window, double seconds);
 
 PyObject *pc_bindv(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 

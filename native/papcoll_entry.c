@@ -149,44 +149,14 @@ static PyObject *run(Entry *e, PyObject *const *args, Py_ssize_t nargs)
     return out < 0 ? NULL : PyBool_FromLong(out);
 }
 
-/* The names of an adaptive site's attributes (adaptive.Site) that timed() reads and writes:
- * ``key``, the call site its plans serve; ``count``, its window's calls timed so far (-1 before
- * its first); ``times``, the window's seconds (K doubles). */
-static PyObject *s_key, *s_count, *s_times;
+/* The names of an adaptive site's attributes (adaptive.Site) that timed() reads: ``key``,
+ * the call site its plans serve; ``window``, its Window (papcoll_window.c). */
+static PyObject *s_key, *s_window;
 
 static int interned(void)
 {
-    return s_times != NULL || ((s_key = PyUnicode_InternFromString("key")) != NULL &&
-                               (s_count = PyUnicode_InternFromString("count")) != NULL &&
-                               (s_times = PyUnicode_InternFromString("times")) != NULL);
-}
-
-/* The site's window, where this call can be timed in it: 1, its ``times`` held in ``times``
- * and the calls timed so far in ``count``; 0 not (the site's first call); -1 with an error. */
-static int window_open(PyObject *site, Py_buffer *times, long *count)
-{
-    PyObject *got = PyObject_GetAttr(site, s_count);
-    if (got == NULL)
-        return -1;
-    *count = PyLong_AsLong(got);
-    Py_DECREF(got);
-    if (*count == -1 && PyErr_Occurred())
-        return -1;
-    if (*count < 0)
-        return 0;
-    if ((got = PyObject_GetAttr(site, s_times)) == NULL)
-        return -1;
-    int ok = PyObject_GetBuffer(got, times, PyBUF_WRITABLE | PyBUF_FORMAT | PyBUF_C_CONTIGUOUS);
-    Py_DECREF(got);
-    if (ok < 0)
-        return -1;
-    if (strcmp(times->format, "d") != 0 || times->itemsize != sizeof(double) ||
-        *count >= times->len / (Py_ssize_t)sizeof(double)) {
-        PyBuffer_Release(times);
-        PyErr_SetString(PyExc_SystemError, "papcoll Entry.timed: a site's window of another form");
-        return -1;
-    }
-    return 1;
+    return s_window != NULL || ((s_key = PyUnicode_InternFromString("key")) != NULL &&
+                                (s_window = PyUnicode_InternFromString("window")) != NULL);
 }
 
 /* timed(sites, sendbuf, recvbuf): an adaptive auto's call (adaptive.py), served and timed in
@@ -222,35 +192,23 @@ static PyObject *timed(Entry *e, PyObject *const *args, Py_ssize_t nargs)
         Py_DECREF(site);
         return served == -1 ? NULL : Py_NewRef(served == 1 ? Py_True : Py_None);
     }
-    PyObject *out = NULL, *key = NULL;
-    Py_buffer times;
-    long count;
-    int open = window_open(site, &times, &count);
+    PyObject *out = NULL, *key = NULL, *window = PyObject_GetAttr(site, s_window);
+    int open = window == NULL ? -1 : pc_window_open(window);
     if (open <= 0) {
-        Py_DECREF(site);
-        return open < 0 ? NULL : Py_NewRef(Py_None);
+        out = open < 0 ? NULL : Py_NewRef(Py_None);
+        goto done;
     }
     if ((key = PyObject_GetAttr(site, s_key)) == NULL)
         goto done;
     int64_t start = pc_now_ns();
     int served = take(e, key, args[1], args[2]);
     double seconds = (double)(pc_now_ns() - start) * 1e-9;
-    if (served == -1)
-        goto done;
-    if (served != 1) {
+    if (served == 1)
+        out = Py_NewRef(pc_window_note(window, seconds) ? site : Py_True);
+    else if (served != -1)
         out = Py_NewRef(Py_None);
-        goto done;
-    }
-    ((double *)times.buf)[count] = seconds;
-    PyObject *next = PyLong_FromLong(count + 1);
-    if (next == NULL || PyObject_SetAttr(site, s_count, next) < 0) {
-        Py_XDECREF(next);
-        goto done;
-    }
-    Py_DECREF(next);
-    out = Py_NewRef(count + 1 == times.len / (Py_ssize_t)sizeof(double) ? site : Py_True);
 done:
-    PyBuffer_Release(&times);
+    Py_XDECREF(window);
     Py_XDECREF(key);
     Py_DECREF(site);
     return out;

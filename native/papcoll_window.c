@@ -7,8 +7,10 @@
  * 4.6-9.3 since the choice is looked up here rather than asked of the policy's chooser in
  * Python, which took 6.5-7.5 us of it, cold (docs/adaptive.md).
  *
- * The site (adaptive.Site) keeps its state as attributes, which this file reads and writes by
- * name: ``times`` (the window being filled: K seconds), ``send`` (the reduction's input: the
+ * The window being filled is a Window, this file's: K seconds and how many of them its calls
+ * have timed; the Entry notes a call into it by pc_window_note (papcoll_entry.c), Python by
+ * its note(). The rest of the site (adaptive.Site) is attributes, which this file reads and
+ * writes by name: ``window``, ``send`` (the reduction's input: the
  * window's times and their negatives), ``out`` (its result), ``reduce`` (the site's persistent
  * MPI_Allreduce_init request over those two, made once: a start costs less than a nonblocking
  * reduction's set-up each window), ``pending`` (``reduce`` while in flight, else None),
@@ -21,9 +23,136 @@
 #include <mpi4py/mpi4py.h>
 #include <stdlib.h>
 #include <string.h>
+#include <structmember.h>
 
-static PyObject *s_times, *s_send, *s_out, *s_reduce, *s_pending, *s_base, *s_skew, *s_key,
-    *s_count, *s_bounds, *s_keys;
+static PyObject *s_window, *s_send, *s_out, *s_reduce, *s_pending, *s_base, *s_skew, *s_key,
+    *s_bounds, *s_keys;
+
+typedef struct {
+    PyObject_HEAD
+    Py_ssize_t k;     /* calls a window */
+    Py_ssize_t count; /* calls timed in this one; -1 before the site's first (not timed) */
+    double *times;    /* k seconds */
+} Window;
+
+static PyTypeObject window_type;
+
+static Window *window_of(PyObject *obj)
+{
+    if (Py_IS_TYPE(obj, &window_type))
+        return (Window *)obj;
+    PyErr_Format(PyExc_TypeError, "papcoll adaptive window: a site's window is a Window, "
+                                  "not %.100s", Py_TYPE(obj)->tp_name);
+    return NULL;
+}
+
+int pc_window_open(PyObject *obj)
+{
+    Window *w = window_of(obj);
+    if (w == NULL)
+        return -1;
+    if (w->count >= w->k) {
+        PyErr_SetString(PyExc_RuntimeError, "papcoll adaptive window: full, and not ended");
+        return -1;
+    }
+    return w->count >= 0;
+}
+
+int pc_window_note(PyObject *obj, double seconds)
+{
+    Window *w = (Window *)obj; /* pc_window_open's, and so a Window */
+    if (w->count < 0 || w->count >= w->k)
+        return 0; /* not open, or full: never a write beyond it */
+    w->times[w->count++] = seconds;
+    return w->count == w->k;
+}
+
+static PyObject *window_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    static char *names[] = {"k", NULL};
+    Py_ssize_t k;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "n:Window", names, &k))
+        return NULL;
+    if (k < 1)
+        return PyErr_Format(PyExc_ValueError, "Window(k): k >= 1, not %zd", k);
+    Window *w = (Window *)type->tp_alloc(type, 0);
+    if (w == NULL)
+        return NULL;
+    w->k = k;
+    w->count = -1;
+    if ((w->times = PyMem_Calloc((size_t)k, sizeof *w->times)) == NULL) {
+        Py_DECREF(w);
+        return PyErr_NoMemory();
+    }
+    return (PyObject *)w;
+}
+
+static void window_dealloc(Window *w)
+{
+    PyMem_Free(w->times);
+    Py_TYPE(w)->tp_free((PyObject *)w);
+}
+
+/* note(seconds) -> whether the window is full: a call Python served and timed. The site's
+ * first call opens the window and is not noted. */
+static PyObject *window_note(Window *w, PyObject *arg)
+{
+    double seconds = PyFloat_AsDouble(arg);
+    if (seconds == -1.0 && PyErr_Occurred())
+        return NULL;
+    int open = pc_window_open((PyObject *)w);
+    if (open <= 0) {
+        if (open < 0)
+            return NULL;
+        w->count = 0;
+        Py_RETURN_FALSE;
+    }
+    return PyBool_FromLong(pc_window_note((PyObject *)w, seconds));
+}
+
+static PyObject *window_times(Window *w, void *unused)
+{
+    (void)unused;
+    PyObject *t = PyTuple_New(w->k);
+    for (Py_ssize_t i = 0; t != NULL && i < w->k; i++) {
+        PyObject *v = PyFloat_FromDouble(w->times[i]);
+        if (v == NULL)
+            Py_CLEAR(t);
+        else
+            PyTuple_SET_ITEM(t, i, v);
+    }
+    return t;
+}
+
+static PyMethodDef window_type_methods[] = {
+    {"note", (PyCFunction)window_note, METH_O,
+     "note(seconds) -> whether the window is full (the site's first call opens it, untimed)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef window_members[] = {
+    {"k", T_PYSSIZET, offsetof(Window, k), READONLY, "calls a window"},
+    {"count", T_PYSSIZET, offsetof(Window, count), READONLY,
+     "calls timed in this window; -1 before the site's first"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyGetSetDef window_getset[] = {
+    {"times", (getter)window_times, NULL, "the window's k seconds, as a tuple", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject window_type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "papcoll._native.Window",
+    .tp_basicsize = sizeof(Window),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Window(k): an adaptive site's window of k timed calls (adaptive.py).",
+    .tp_new = window_new,
+    .tp_dealloc = (destructor)window_dealloc,
+    .tp_methods = window_type_methods,
+    .tp_members = window_members,
+    .tp_getset = window_getset,
+};
 
 static int by_value(const void *a, const void *b)
 {
@@ -214,16 +343,15 @@ static int settled(PyObject *site)
  * site's persistent reduction started; the next window fills ``times`` meanwhile. */
 static int start(PyObject *site)
 {
-    PyObject *times = PyObject_GetAttr(site, s_times), *send = NULL, *reduce = NULL;
-    Py_buffer t = {0}, d = {0};
+    PyObject *window = PyObject_GetAttr(site, s_window), *send = NULL, *reduce = NULL;
+    Py_buffer d = {0};
+    Window *w = NULL;
     int rc = -1, held = 0;
-    if (times == NULL || (send = PyObject_GetAttr(site, s_send)) == NULL ||
+    if (window == NULL || (w = window_of(window)) == NULL ||
+        (send = PyObject_GetAttr(site, s_send)) == NULL ||
         (reduce = PyObject_GetAttr(site, s_reduce)) == NULL)
         goto done;
-    Py_ssize_t k = doubles(times, 0, &t);
-    if (k < 0)
-        goto done;
-    held = 1;
+    Py_ssize_t k = w->k;
     if (doubles(send, 1, &d) != 2 * k) {
         if (!PyErr_Occurred()) {
             PyBuffer_Release(&d);
@@ -231,12 +359,11 @@ static int start(PyObject *site)
         }
         goto done;
     }
-    held = 2;
-    const double *v = t.buf;
-    double *w = d.buf;
+    held = 1;
+    double *v = d.buf;
     for (Py_ssize_t i = 0; i < k; i++) {
-        w[i] = v[i];
-        w[k + i] = -v[i];
+        v[i] = w->times[i];
+        v[k + i] = -w->times[i];
     }
     MPI_Request *request = PyMPIRequest_Get(reduce);
     if (request == NULL)
@@ -246,16 +373,13 @@ static int start(PyObject *site)
         mpi_failed(mpi, "MPI_Start of a window's reduction");
         goto done;
     }
-    PyObject *zero = PyLong_FromLong(0);   /* in flight; the next window from its first call */
-    if (zero != NULL && PyObject_SetAttr(site, s_pending, reduce) == 0)
-        rc = PyObject_SetAttr(site, s_count, zero);
-    Py_XDECREF(zero);
+    rc = PyObject_SetAttr(site, s_pending, reduce);
+    if (rc == 0)
+        w->count = 0; /* in flight; the next window from its first call */
 done:
-    if (held > 1)
+    if (held)
         PyBuffer_Release(&d);
-    if (held > 0)
-        PyBuffer_Release(&t);
-    Py_XDECREF(times);
+    Py_XDECREF(window);
     Py_XDECREF(send);
     Py_XDECREF(reduce);
     return rc;
@@ -287,14 +411,17 @@ static PyMethodDef window_methods[] = {
 
 int pc_add_window(PyObject *module)
 {
-    static const char *names[] = {"times", "send", "out", "reduce", "pending", "base",
-                                  "skew", "key", "count", "bounds", "keys"};
-    PyObject **slots[] = {&s_times, &s_send, &s_out, &s_reduce, &s_pending, &s_base,
-                          &s_skew, &s_key, &s_count, &s_bounds, &s_keys};
+    static const char *names[] = {"window", "send", "out", "reduce", "pending", "base",
+                                  "skew", "key", "bounds", "keys"};
+    PyObject **slots[] = {&s_window, &s_send, &s_out, &s_reduce, &s_pending, &s_base,
+                          &s_skew, &s_key, &s_bounds, &s_keys};
     if (import_mpi4py() < 0) /* the C API's table is per C file */
         return -1;
     for (size_t i = 0; i < sizeof names / sizeof *names; i++)
         if ((*slots[i] = PyUnicode_InternFromString(names[i])) == NULL)
             return -1;
+    if (PyType_Ready(&window_type) < 0 ||
+        PyModule_AddObjectRef(module, "Window", (PyObject *)&window_type) < 0)
+        return -1;
     return PyModule_AddFunctions(module, window_methods);
 }

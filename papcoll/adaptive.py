@@ -36,8 +36,9 @@ tuning file -- the site runs what plain ``auto`` runs, untimed and never agreed 
 nothing more than plain ``auto``.
 
 **Where it runs.** A call whose plain receive buffer's length names a site (``by_length``)
-is served and timed by the Entry in C (Entry.timed), which writes its seconds into the site's
-window: Python sees the site's calls only at a window's end, to agree. Any other call -- a
+is served and timed by the Entry in C (Entry.timed), which notes its seconds in the site's
+window (a ``_native.Window``, papcoll_window.c's): Python sees the site's calls only at a
+window's end, to agree. Any other call -- a
 buffer spec, a site's first call, one no plan takes -- is found, served and timed here, as
 the same measure. The window's end is C's too (native/papcoll_window.c: the medians, the
 reduction's test and start, the arrays, and the choice, looked up in the steps the policy
@@ -64,8 +65,8 @@ def window(longest, shortest):
 
 
 class Site:
-    __slots__ = ("block", "key", "skew", "bounds", "keys", "banded", "times", "send", "out",
-                 "reduce", "count", "base", "pending")
+    __slots__ = ("block", "key", "skew", "bounds", "keys", "banded", "window", "send", "out",
+                 "reduce", "base", "pending")
 
     def __init__(self, block, unagreed, steps, banded=True):
         self.block, self.skew = block, None
@@ -74,10 +75,9 @@ class Site:
         self.bounds = tuple(float(edge) for edge, _ in steps)
         self.keys = tuple(("a", name) for _, name in steps)
         self.banded = banded       # False: no skew changes its choice, so it is never timed
-        self.times = None          # the window's seconds (Sites.open, for a banded site)
+        self.window = None         # the calls' seconds (Sites.open, for a banded site)
         self.send = self.out = None     # the reduction's: the times and their negatives; result
         self.reduce = None         # the persistent reduction of send into out
-        self.count = -1            # calls timed in the window; a site's first builds its plan
         self.base = float("inf")   # the quickest window's median shortest so far
         self.pending = None        # ``reduce`` while in flight, until learnt from
 
@@ -126,18 +126,13 @@ class Sites:
         call, which every rank makes in the same order (the reduction's making is a
         collective's)."""
         k = self.every
-        site.times, site.send, site.out = np.empty(k), np.empty(2 * k), np.empty(2 * k)
+        site.window, site.send, site.out = _native.Window(k), np.empty(2 * k), np.empty(2 * k)
         site.reduce = ctx.comm.Allreduce_init(site.send, site.out, MPI.MAX)
 
     def timed(self, site, seconds):
         """Note a call of ``site`` that took ``seconds``; True at the end of its window (never
         for a site no skew changes)."""
-        if not site.banded:
-            return False
-        if site.count >= 0:        # (the first call, which builds the plan, is not timed)
-            site.times[site.count] = seconds
-        site.count += 1
-        return site.count == self.every
+        return site.banded and site.window.note(seconds)   # (a site's first is not timed)
 
     def agree(self, ctx, site):
         """The end of ``site``'s window (_native.window_end): learn from the last window's

@@ -33,6 +33,16 @@ def test_the_medians_in_c_are_a_sort_s_middle_for_odd_and_even_windows():
         _native.window(np.zeros(3, np.float32), np.zeros(3, np.float32))
 
 
+def test_a_window_opens_at_its_sites_first_call_and_fills_in_k():
+    w = _native.Window(3)
+    assert (w.k, w.count, w.times) == (3, -1, (0.0, 0.0, 0.0))
+    assert w.note(9.0) is False and w.count == 0           # the first: opens it, untimed
+    assert [w.note(t) for t in (1.0, 2.0, 3.0)] == [False, False, True]
+    assert w.times == (1.0, 2.0, 3.0)
+    with pytest.raises(ValueError, match="k >= 1"):
+        _native.Window(0)
+
+
 def test_a_site_measures_against_its_quickest_window_so_far():
     """A window whose calls stretch (the last to arrive sharing a core) keeps the site's own
     call time from its quickest window: the skew is not hidden by the stretch. The site's
@@ -57,7 +67,7 @@ def test_a_window_ends_by_starting_its_reduction_and_learns_when_it_has_complete
         assert not sites.timed(site, 0.0)                   # the first call: not timed
         assert [sites.timed(site, t) for t in (1.0, 2.0, 3.0, 4.0)] == [False] * 3 + [True]
         assert _native.window_end(site) is True
-        assert site.count == 0 and site.pending is site.reduce and site.key == ("a", "mpi")
+        assert site.window.count == 0 and site.pending is site.reduce and site.key == ("a", "mpi")
         assert list(site.send) == [1.0, 2.0, 3.0, 4.0, -1.0, -2.0, -3.0, -4.0]
         for t in (5.0, 6.0, 7.0, 8.0):
             sites.timed(site, t)

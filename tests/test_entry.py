@@ -70,25 +70,34 @@ def test_a_new_entry_is_stale_and_serves_nothing():
 def test_timed_declines_untouched_what_python_must_serve_or_time():
     """Entry.timed (the adaptive auto's calls, papcoll/adaptive.py): None, and the site's
     window as it was, for a length no site has, a buffer spec, a site's first call, a call no
-    plan takes, and a stale Entry; a window of another form is an error, not a write."""
+    plan takes, and a stale Entry; a window that is not a Window, or is full and not ended,
+    is an error, not a write."""
     import numpy as np
 
     from papcoll.adaptive import Site
     entry, site = fresh(), Site(8, "mpi", ((0.0, "mpi"),))
     sites = {4: site}
+    site.window = _native.Window(8)
     assert entry.timed(sites, b"x", bytearray(3)) is None              # no site of 3 bytes
     assert entry.timed(sites, b"x", [bytearray(4), "spec"]) is None    # a buffer spec
-    assert entry.timed(sites, b"x", bytearray(4)) is None and site.count == -1   # its first
-    site.times, site.count = np.zeros(8), 0
+    assert entry.timed(sites, b"x", bytearray(4)) is None and site.window.count == -1  # first
+    assert site.window.note(1.0) is False and site.window.count == 0  # Python's, opening it
     assert entry.timed(sites, b"x", bytearray(4)) is None              # no plan takes it
-    assert site.count == 0 and not site.times.any() and entry.misses == 1 and entry.calls == 0
+    assert site.window.count == 0 and site.window.times == (0.0,) * 8
+    assert entry.misses == 1 and entry.calls == 0
     entry.stale = True
     assert entry.timed(sites, b"x", bytearray(4)) is None and entry.misses == 1
     entry.stale = False
     assert entry.timed({4: ("a", "mpi")}, b"x", bytearray(4)) is None    # a key: no plan yet
     assert entry.misses == 2 and entry.calls == 0
-    for times, count in ((np.zeros(8, np.float32), 0), (np.zeros(8), 8), (b"\0" * 64, 0)):
-        site.times, site.count = times, count
-        with pytest.raises((SystemError, BufferError)):
+    full = _native.Window(1)
+    full.note(0.0)
+    assert full.note(2.0) is True and full.count == 1
+    for window, error in ((np.zeros(8), TypeError), (full, RuntimeError)):
+        site.window = window
+        with pytest.raises(error):
             entry.timed(sites, b"x", bytearray(4))
         assert not entry.locked()
+    with pytest.raises(RuntimeError, match="full, and not ended"):
+        full.note(3.0)
+    assert full.times == (2.0,)

@@ -109,7 +109,7 @@ for call in range(3 * K):
     assert fixed.chosen == plain.chosen, (fixed.chosen, plain.chosen)
     assert call == 0 or fixed._entry.hits == hits + 1, "not served by its plan in C"
 site = fixed._adaptive.sites[8]
-assert not site.banded and site.count == -1 and site.pending is None and site.times is None
+assert not site.banded and site.window is None and site.pending is None
 assert fixed._adaptive.by_length[8 * size] == site.key
 fixed.close()
 plain.close()
