@@ -10,13 +10,12 @@
  * The window being filled is a Window, this file's: K seconds and how many of them its calls
  * have timed; the Entry notes a call into it by pc_window_note (papcoll_entry.c), Python by
  * its note(). The rest of the site (adaptive.Site) is attributes, which this file reads and
- * writes by name: ``window``, ``send`` (the reduction's input: the
- * window's times and their negatives), ``out`` (its result), ``reduce`` (the site's persistent
- * MPI_Allreduce_init request over those two, made once: a start costs less than a nonblocking
- * reduction's set-up each window), ``pending`` (``reduce`` while in flight, else None),
- * ``base``, ``skew``, ``key``, ``count``, and ``bounds`` and ``keys``: the site's choice by
- * skew as steps, which the policy works out once for the site (policy.by_skew), so that a
- * window's end looks its key up where calling the policy's chooser took 6-7 us of it. */
+ * writes by name: ``window``, ``send`` (the reduction's input: the window's times and their
+ * negatives), ``out`` (its result), ``reduce`` (the site's persistent MPI_Allreduce_init
+ * request over those two, made once: a start costs less than a nonblocking reduction's set-up
+ * each window), ``pending`` (``reduce`` while in flight, else None), ``base``, ``skew``,
+ * ``key``, and ``bounds`` and ``keys``: the site's choice by skew as steps, which the policy
+ * works out once for the site (policy.by_skew). */
 #include "papcoll_call.h"
 
 #include <mpi.h>

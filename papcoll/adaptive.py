@@ -38,12 +38,13 @@ nothing more than plain ``auto``.
 **Where it runs.** A call whose plain receive buffer's length names a site (``by_length``)
 is served and timed by the Entry in C (Entry.timed), which notes its seconds in the site's
 window (a ``_native.Window``, papcoll_window.c's): Python sees the site's calls only at a
-window's end, to agree. Any other call -- a
-buffer spec, a site's first call, one no plan takes -- is found, served and timed here, as
-the same measure. The window's end is C's too (native/papcoll_window.c: the medians, the
-reduction's test and start, the arrays, and the choice, looked up in the steps the policy
-worked out for the site), but for a reduction still in flight, which Python waits for, bounded. What it costs,
-docs/adaptive.md gives as measured, and why it is off by default.
+window's end, to agree. Any other call -- a buffer spec, a site's first call, one no plan
+takes -- is found, served and timed here, as the same measure (a site that mixes buffer specs
+and plain buffers reads its skew low: docs/adaptive.md). The window's end is C's too
+(native/papcoll_window.c: the medians, the reduction's test and start, the arrays, and the
+choice, looked up in the steps the policy worked out for the site), but for a reduction still
+in flight, which Python waits for, bounded. What it costs, docs/adaptive.md gives as
+measured, and why it is off by default.
 """
 import os
 
@@ -75,7 +76,7 @@ class Site:
         self.bounds = tuple(float(edge) for edge, _ in steps)
         self.keys = tuple(("a", name) for _, name in steps)
         self.banded = banded       # False: no skew changes its choice, so it is never timed
-        self.window = None         # the calls' seconds (Sites.open, for a banded site)
+        self.window = None         # a Window of the calls' seconds (Sites.open, if banded)
         self.send = self.out = None     # the reduction's: the times and their negatives; result
         self.reduce = None         # the persistent reduction of send into out
         self.base = float("inf")   # the quickest window's median shortest so far
