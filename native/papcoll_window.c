@@ -338,8 +338,9 @@ static int settled(PyObject *site)
 }
 
 /* Start the window's reduction (MAX of each time and of its negative: every call's longest and
- * shortest over the ranks, exactly): ``times`` and their negatives into ``send``, then the
- * site's persistent reduction started; the next window fills ``times`` meanwhile. */
+ * shortest over the ranks, exactly): the Window's times and their negatives into ``send``,
+ * then the site's persistent reduction started, and the Window opened again: the next window
+ * fills it meanwhile. */
 static int start(PyObject *site)
 {
     PyObject *window = PyObject_GetAttr(site, s_window), *send = NULL, *reduce = NULL;
