@@ -61,6 +61,9 @@ int pc_add_window(PyObject *module);
  * where open, a timed call's seconds noted: 1 the window is now full, else 0. */
 int pc_window_open(PyObject *window);
 int pc_window_note(PyObject *window, double seconds);
+/* The end of an adaptive site's window (adaptive.Site): 1 ended, its next reduction started;
+ * 0 its last reduction still in flight, nothing done; -1 with a Python error. */
+int pc_window_end(PyObject *site);
 
 PyObject *pc_bindv(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 

@@ -159,14 +159,32 @@ static int interned(void)
                                 (s_window = PyUnicode_InternFromString("window")) != NULL);
 }
 
+/* A site's window has filled: end it here, the lock held (pc_window_end), where its last
+ * reduction has completed, the usual case -> True; else the site, for Python to wait for that
+ * reduction, bounded -- or to say another thread holds the lock. An error fails the
+ * Communicator, as Python's agreement does: peers are in an unknown state. */
+static PyObject *ended(Entry *e, PyObject *site)
+{
+    if (e->held || !PyThread_acquire_lock(e->lock, NOWAIT_LOCK))
+        return Py_NewRef(site);
+    e->held = 1;
+    int rc = pc_window_end(site);
+    if (rc < 0)
+        rc = failed(e);
+    e->held = 0;
+    PyThread_release_lock(e->lock);
+    return rc < 0 ? NULL : Py_NewRef(rc ? Py_True : site);
+}
+
 /* timed(sites, sendbuf, recvbuf): an adaptive auto's call (adaptive.py), served and timed in
- * C, so that Python sees a site's calls only at the end of its window. The site is
- * ``sites[len(recvbuf) in bytes]``; the call runs as serve() would run the site's ``key``, and
- * its seconds in the plan go into the site's window. Where ``sites`` holds a key (a tuple) in
- * place of a site, no skew changes its choice: the call runs as serve() runs that key,
- * untimed. -> True: served (and timed); the site: served, timed, and its window is full
- * (Python agrees on it); None: not taken -- no such site, its first call, no plan takes it,
- * or what makes serve() decline --, nothing touched. */
+ * C, and its window ended here when it fills, so that Python sees a site's calls only where a
+ * window's reduction is still in flight at its end. The site is ``sites[len(recvbuf) in
+ * bytes]``; the call runs as serve() would run the site's ``key``, and its seconds in the plan
+ * go into the site's window. Where ``sites`` holds a key (a tuple) in place of a site, no skew
+ * changes its choice: the call runs as serve() runs that key, untimed. -> True: served (and
+ * timed, and a full window ended); the site: served, timed, and its window is full but not
+ * ended (ended() says why; Python agrees on it); None: not taken -- no such site, its first
+ * call, no plan takes it, or what makes serve() decline --, nothing touched. */
 static PyObject *timed(Entry *e, PyObject *const *args, Py_ssize_t nargs)
 {
     if (!take_args("timed", nargs) || !interned())
@@ -204,7 +222,7 @@ static PyObject *timed(Entry *e, PyObject *const *args, Py_ssize_t nargs)
     int served = take(e, key, args[1], args[2]);
     double seconds = (double)(pc_now_ns() - start) * 1e-9;
     if (served == 1)
-        out = Py_NewRef(pc_window_note(window, seconds) ? site : Py_True);
+        out = pc_window_note(window, seconds) ? ended(e, site) : Py_NewRef(Py_True);
     else if (served != -1)
         out = Py_NewRef(Py_None);
 done:

@@ -5,7 +5,8 @@
  * Python it took 50-60 us a window on 4 processes over 2 cores -- the measure's sorts, the
  * arrays, the reduction's start and test --, 3-4 us a call at K = 16; here, 9-17 us, and
  * 4.6-9.3 since the choice is looked up here rather than asked of the policy's chooser in
- * Python, which took 6.5-7.5 us of it, cold (docs/adaptive.md).
+ * Python, which took 6.5-7.5 us of it, cold (docs/adaptive.md). The Entry ends a window as
+ * the call that fills it returns (pc_window_end), without a return to Python between.
  *
  * The window being filled is a Window, this file's: K seconds and how many of them its calls
  * have timed; the Entry notes a call into it by pc_window_note (papcoll_entry.c), Python by
@@ -385,16 +386,22 @@ done:
     return rc;
 }
 
-/* window_end(site) -> True: the last window's reduction had completed (the site has learnt
- * from it and chosen) and this window's has started; False: that reduction is still in
- * flight, nothing done -- Python waits for it, bounded, and calls again. */
+/* The end of an adaptive site's window: 1 the last window's reduction had completed (the site
+ * has learnt from it and chosen) and this window's has started; 0 that reduction is still in
+ * flight, nothing done; -1 with a Python error. The Entry ends a window here as its last call
+ * returns (Entry.timed); Python where it must wait for the reduction, bounded (window_end). */
+int pc_window_end(PyObject *site)
+{
+    int got = settled(site);
+    return got <= 0 ? got : start(site) < 0 ? -1 : 1;
+}
+
+/* window_end(site) -> pc_window_end()'s True or False. */
 static PyObject *window_end(PyObject *module, PyObject *site)
 {
     (void)module;
-    int got = settled(site);
-    if (got <= 0)
-        return got < 0 ? NULL : Py_NewRef(Py_False);
-    return start(site) < 0 ? NULL : Py_NewRef(Py_True);
+    int ended = pc_window_end(site);
+    return ended < 0 ? NULL : PyBool_FromLong(ended);
 }
 
 #define FASTCALL(f) (PyCFunction)(void (*)(void))(f), METH_FASTCALL

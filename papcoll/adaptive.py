@@ -37,13 +37,14 @@ nothing more than plain ``auto``.
 
 **Where it runs.** A call whose plain receive buffer's length names a site (``by_length``)
 is served and timed by the Entry in C (Entry.timed), which notes its seconds in the site's
-window (a ``_native.Window``, papcoll_window.c's): Python sees the site's calls only at a
-window's end, to agree. Any other call -- a buffer spec, a site's first call, one no plan
-takes -- is found, served and timed here, as the same measure (a site that mixes buffer specs
-and plain buffers reads its skew low: docs/adaptive.md). The window's end is C's too
-(native/papcoll_window.c: the medians, the reduction's test and start, the arrays, and the
-choice, looked up in the steps the policy worked out for the site), but for a reduction still
-in flight, which Python waits for, bounded. What it costs, docs/adaptive.md gives as
+window (a ``_native.Window``, papcoll_window.c's), and ends the window in C as the call that
+fills it returns: Python sees the site's calls only where a window's last reduction is still
+in flight at its end, to wait for it. Any other call -- a buffer spec, a site's first call,
+one no plan takes -- is found, served and timed here, as the same measure (a site that mixes
+buffer specs and plain buffers reads its skew low: docs/adaptive.md). The window's end is C's
+too (native/papcoll_window.c: the medians, the reduction's test and start, the arrays, and
+the choice, looked up in the steps the policy worked out for the site), but for that wait,
+bounded, here. What it costs, docs/adaptive.md gives as
 measured, and why it is off by default.
 """
 import os

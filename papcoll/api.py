@@ -175,8 +175,9 @@ class Communicator(MPI.Intracomm):
     def _adapted(self, sendbuf, recvbuf, full):
         """An adaptive ``auto`` call the Entry did not serve and time (``full`` None: its site's
         algorithm by name, by that name's plans, as ``Alltoall(..., algorithm=name)``, timed
-        here), or whose site's window it filled (``full``, the site); at the end of a window,
-        the agreement, which breaks the Communicator if it fails (a peer is then in an unknown
+        here), or whose site's window it filled and left to Python (``full``, the site: its
+        last reduction still in flight, or the lock taken); at the end of a window, the
+        agreement, which breaks the Communicator if it fails (a peer is then in an unknown
         state, as after any failed call)."""
         ctx, sites = self._ctx, self._adaptive
         if full is None:

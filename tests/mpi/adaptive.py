@@ -39,6 +39,9 @@ assert pc._adaptive is not None and pc._adaptive.every == K and pc._adaptive is 
 python_timed = []                  # the calls Python timed (the Entry timed the others)
 timed = pc._adaptive.timed
 pc._adaptive.timed = lambda site, seconds: (python_timed.append(1), timed(site, seconds))[1]
+python_agreed = []                 # the windows Python ended (the Entry ended the others)
+agree = pc._adaptive.agree
+pc._adaptive.agree = lambda ctx, site: (python_agreed.append(1), agree(ctx, site))[1]
 
 
 def data(block, call):
@@ -62,16 +65,21 @@ for phase, windows in PHASES:
                 time.sleep(0.05 if rank == size - 1 else 0.001 * (rank % 3) * late)
             site = pc._adaptive.sites.get(block)
             planned = site.name if site else None
-            before = len(python_timed)
+            before, agreed = len(python_timed), len(python_agreed)
             pc.Alltoall(send, got)
             assert np.array_equal(got, want), (rank, call, block)
             ran.append((phase, block, planned or pc.chosen, pc.chosen))
-            by.append((pc.chosen, len(python_timed) > before))
+            by.append((pc.chosen, len(python_timed) > before, len(python_agreed) > agreed))
             call += 1
 
-# of the pap_direct calls, Python timed only the first of each site (no plan yet)
-assert any(name == "pap_direct" for name, _ in by), by
-assert sum(py for name, py in by if name == "pap_direct") <= 2, by
+# of the pap_direct calls, Python timed only the first of each site (no plan yet); a window
+# that one of them filled the Entry ended, unless its last reduction was still in flight
+assert any(name == "pap_direct" for name, *_ in by), by
+assert sum(py for name, py, _ in by if name == "pap_direct") <= 2, by
+ends = [n for n in range(len(by)) if n // 2 and n // 2 % K == 0]   # each site's K-th, 2K-th...
+assert all(by[n][2] for n in ends if by[n][1]), "a window Python timed was not ended"
+assert not any(by[n][2] for n in range(len(by)) if n not in ends), "an end off the window"
+assert not all(by[n][2] for n in ends if not by[n][1]), "the Entry ended no window"
 skews = {b: s.skew for b, s in pc._adaptive.sites.items()}
 everyone = world.allgather((ran, skews))
 assert all(other == everyone[0] for other in everyone), "ranks chose differently"
