@@ -108,20 +108,33 @@ static int take_args(const char *what, Py_ssize_t nargs)
 
 #define NOT_TRIED (-2)
 
+/* The lock taken without waiting, and marked held: 1; 0 where it is taken already. */
+static int hold(Entry *e)
+{
+    if (e->held || !PyThread_acquire_lock(e->lock, NOWAIT_LOCK))
+        return 0;
+    e->held = 1;
+    return 1;
+}
+
+static void let_go(Entry *e)
+{
+    e->held = 0;
+    PyThread_release_lock(e->lock);
+}
+
 /* The call taken by one of the site's plans where nothing stale stands in the way and the lock
  * is free: 1 (counted); 0 none takes it; NOT_TRIED; -1 with a Python error. Nothing is held
  * after it returns. */
 static int take(Entry *e, PyObject *site, PyObject *sendbuf, PyObject *recvbuf)
 {
-    if (e->stale || e->held || !PyThread_acquire_lock(e->lock, NOWAIT_LOCK))
+    if (e->stale || !hold(e))
         return NOT_TRIED;
-    e->held = 1;
     e->calls++;
     int out = serve_locked(e, site, sendbuf, recvbuf);
     if (out == 0)
         e->calls--; /* Python's path counts it */
-    e->held = 0;
-    PyThread_release_lock(e->lock);
+    let_go(e);
     return out;
 }
 
@@ -165,14 +178,12 @@ static int interned(void)
  * Communicator, as Python's agreement does: peers are in an unknown state. */
 static PyObject *ended(Entry *e, PyObject *site)
 {
-    if (e->held || !PyThread_acquire_lock(e->lock, NOWAIT_LOCK))
+    if (!hold(e))
         return Py_NewRef(site);
-    e->held = 1;
     int rc = pc_window_end(site);
     if (rc < 0)
         rc = failed(e);
-    e->held = 0;
-    PyThread_release_lock(e->lock);
+    let_go(e);
     return rc < 0 ? NULL : Py_NewRef(rc ? Py_True : site);
 }
 
@@ -262,8 +273,7 @@ static PyObject *release(Entry *e, PyObject *unused)
         PyErr_SetString(PyExc_RuntimeError, "release unlocked lock");
         return NULL;
     }
-    e->held = 0;
-    PyThread_release_lock(e->lock);
+    let_go(e);
     Py_RETURN_NONE;
 }
 
