@@ -425,7 +425,7 @@ PyMODINIT_FUNC PyInit__native(void)
     PyObject *m = PyModule_Create(&module);
     if (m != NULL && (pc_add_entry(m) < 0 || pc_add_flags(m) < 0 || pc_add_core(m) < 0 ||
                       pc_add_xport(m) < 0 || pc_add_structs(m) < 0 ||
-                      pc_add_window(m) < 0))
+                      pc_add_window(m) < 0 || pc_add_agree(m) < 0))
         Py_CLEAR(m);
     return m;
 }

@@ -54,15 +54,23 @@ int pc_add_core(PyObject *module);
 int pc_add_xport(PyObject *module);
 /* Add the Entry type (papcoll_entry.c) to the module: 0, or -1 with a Python error. */
 int pc_add_entry(PyObject *module);
-/* Add the adaptive auto's Window type and window functions (papcoll_window.c). */
+/* Add the adaptive auto's Window type (papcoll_window.c) and the functions of a window's end
+ * (papcoll_agree.c). */
 int pc_add_window(PyObject *module);
+int pc_add_agree(PyObject *module);
 /* An adaptive site's Window (papcoll_window.c), the one owner of its state: 1 it times this
  * call, 0 not (the site's first call), -1 with a Python error (not a Window, or full); and,
  * where open, a timed call's seconds noted: 1 the window is now full, else 0. */
 int pc_window_open(PyObject *window);
 int pc_window_note(PyObject *window, double seconds);
-/* The end of an adaptive site's window (adaptive.Site): 1 ended, its next reduction started;
- * 0 its last reduction still in flight, nothing done; -1 with a Python error. */
+/* A window's times and their negatives into ``send`` (n == 2 K doubles), the input of the
+ * reduction that ends it: 0, or -1 with a Python error; then, that reduction started, the
+ * window opened again for the next window's first call. */
+int pc_window_send(PyObject *window, double *send, Py_ssize_t n);
+void pc_window_reopen(PyObject *window);
+/* The end of an adaptive site's window (adaptive.Site, papcoll_agree.c): 1 ended, its next
+ * reduction started; 0 its last reduction still in flight, nothing done; -1 with a Python
+ * error. */
 int pc_window_end(PyObject *site);
 
 PyObject *pc_bindv(PyObject *module, PyObject *const *args, Py_ssize_t nargs);

@@ -42,7 +42,7 @@ fills it returns: Python sees the site's calls only where a window's last reduct
 in flight at its end, to wait for it. Any other call -- a buffer spec, a site's first call,
 one no plan takes -- is found, served and timed here, as the same measure (a site that mixes
 buffer specs and plain buffers reads its skew low: docs/adaptive.md). The window's end is C's
-too (native/papcoll_window.c: the medians, the reduction's test and start, the arrays, and
+too (native/papcoll_agree.c: the medians, the reduction's test and start, the arrays, and
 the choice, looked up in the steps the policy worked out for the site), but for that wait,
 bounded, here. What it costs, docs/adaptive.md gives as
 measured, and why it is off by default.
@@ -62,7 +62,7 @@ from .progress import Deadline
 def window(longest, shortest):
     """A window's (median spread, median shortest) in seconds, from each of its calls' longest
     and shortest time over the ranks (by call); a call's spread is its longest less its
-    shortest. In C (native/papcoll_window.c), where a site's window ends."""
+    shortest. In C (native/papcoll_agree.c), where a site's window ends."""
     return _native.window(np.asarray(longest, float), np.asarray(shortest, float))
 
 
