@@ -1,5 +1,6 @@
 /* What papcoll._native's files share: papcoll_call.c (the module, and Alltoall's plans),
- * papcoll_callv.c (Alltoallv's plans) and papcoll_entry.c (a Communicator's entry). */
+ * papcoll_run.c (a planned call run), papcoll_callv.c (Alltoallv's plans) and
+ * papcoll_entry.c (a Communicator's entry). */
 #ifndef PAPCOLL_CALL_H
 #define PAPCOLL_CALL_H
 
@@ -29,9 +30,14 @@ enum pc_mode { PC_RUN, PC_START, PC_PROBE };
 
 /* The call of sendbuf and recvbuf entered into plan p (NULL: declined) in mode: 1 done (a
  * probe: taken), 0 declined with nothing touched, PC_MPI_STARTS, or < 0, left to the
- * algorithm (papcoll_call.c's run_* say which values); NULL with a Python error. */
+ * algorithm (papcoll_run.c's run_* say which values); NULL with a Python error. */
 PyObject *pc_enter(struct pc_plan *p, PyObject *sendbuf, PyObject *recvbuf, enum pc_mode mode);
 PyObject *pc_enterv(struct pc_plan *p, PyObject *sendbuf, PyObject *recvbuf, enum pc_mode mode);
+/* An Alltoall call, its buffers held and of p's shape, run (PC_RUN, PC_START) by p's kind
+ * (papcoll_run.c): pc_enter's rc, a Python error possibly set; and whether p's calls are
+ * zero-copy (peers write into the registered receive buffer itself). */
+int pc_run(struct pc_plan *p, const char *send, char *recv, int in_place, enum pc_mode mode);
+int pc_zero_copy(const struct pc_plan *p);
 
 long pc_first(PyObject *plans, PyObject *sendbuf, PyObject *recvbuf, Py_ssize_t *index);
 /* Whether a METH_FASTCALL function of name got between lo and hi arguments (else a
