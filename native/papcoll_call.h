@@ -40,8 +40,8 @@ int pc_run(struct pc_plan *p, const char *send, char *recv, int in_place, enum p
 int pc_zero_copy(const struct pc_plan *p);
 
 long pc_first(PyObject *plans, PyObject *sendbuf, PyObject *recvbuf, Py_ssize_t *index);
-/* Whether a METH_FASTCALL function of name got between lo and hi arguments (else a
- * TypeError). */
+/* The shared argument decoders (papcoll_args.c). Whether a METH_FASTCALL function of name
+ * got between lo and hi arguments (else a TypeError). */
 int pc_nargs(const char *name, Py_ssize_t nargs, Py_ssize_t lo, Py_ssize_t hi);
 /* The arguments of a METH_FASTCALL | METH_KEYWORDS function, by position in out[0..hi)
  * (NULL: not given), names[i] naming position i: 0, or -1 with a TypeError. */

@@ -18,43 +18,6 @@
 #include "papcoll_dlpack.h"
 #include "papcoll_native.h"
 
-int pc_nargs(const char *name, Py_ssize_t nargs, Py_ssize_t lo, Py_ssize_t hi)
-{
-    if (lo <= nargs && nargs <= hi)
-        return 1;
-    PyErr_Format(PyExc_TypeError, "%s takes %zd to %zd arguments (%zd given)", name, lo, hi,
-                 nargs);
-    return 0;
-}
-
-int pc_fast_args(const char *name, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
-                 const char *const *names, Py_ssize_t lo, Py_ssize_t hi, PyObject **out)
-{
-    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
-    if (nargs > hi)
-        return pc_nargs(name, nargs, lo, hi) - 1;
-    for (Py_ssize_t i = 0; i < hi; i++)
-        out[i] = i < nargs ? args[i] : NULL;
-    for (Py_ssize_t k = 0; k < nkw; k++) {
-        PyObject *key = PyTuple_GET_ITEM(kwnames, k);
-        Py_ssize_t i = hi;
-        while (--i >= 0 && PyUnicode_CompareWithASCIIString(key, names[i]) != 0)
-            ;
-        if (i < 0 || out[i] != NULL) {
-            PyErr_Format(PyExc_TypeError, "%s() got %s argument '%U'", name,
-                         i < 0 ? "an unexpected keyword" : "multiple values for", key);
-            return -1;
-        }
-        out[i] = args[nargs + k];
-    }
-    for (Py_ssize_t i = 0; i < lo; i++)
-        if (out[i] == NULL) {
-            PyErr_Format(PyExc_TypeError, "%s() missing argument '%s'", name, names[i]);
-            return -1;
-        }
-    return 0;
-}
-
 static int pid_arg(PyObject *value, pid_t *pid)
 {
     long p = PyLong_AsLong(value);
@@ -66,24 +29,6 @@ static int pid_arg(PyObject *value, pid_t *pid)
     }
     *pid = (pid_t)p;
     return 0;
-}
-
-int pc_local_arg(PyObject *obj, int writable, const char *what, Py_buffer *b)
-{
-    if (PyObject_GetBuffer(obj, b, PyBUF_C_CONTIGUOUS) < 0) {
-        PyErr_Clear();
-        if (!PyObject_CheckBuffer(obj))
-            PyErr_Format(PyExc_TypeError, "%s must be a numpy array or a contiguous buffer, "
-                         "not %s", what, Py_TYPE(obj)->tp_name);
-        else
-            PyErr_Format(PyExc_ValueError, "%s must be C-contiguous", what);
-        return -1;
-    }
-    if (!writable || !b->readonly)
-        return 0;
-    PyBuffer_Release(b);
-    PyErr_Format(PyExc_ValueError, "%s is read-only", what);
-    return -1;
 }
 
 /* keep(obj): a reference to obj that nothing drops, not even the interpreter's shutdown

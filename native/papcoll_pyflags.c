@@ -10,7 +10,6 @@
 
 #include <structmember.h>
 #include <errno.h>
-#include <math.h>
 #include <string.h>
 
 #include "papcoll_native.h"
@@ -123,40 +122,6 @@ static volatile uint64_t *flag_at(const Flags *self, PyObject *index)
         return NULL;
     }
     return (volatile uint64_t *)(self->base + i * self->stride);
-}
-
-int pc_u64_arg(PyObject *value, const char *what, uint64_t *out)
-{
-    PyObject *i = PyNumber_Index(value);
-    if (i == NULL)
-        return -1;
-    *out = PyLong_AsUnsignedLongLong(i);
-    if (*out == (uint64_t)-1 && PyErr_Occurred()) {
-        if (!PyErr_ExceptionMatches(PyExc_OverflowError)) {
-            Py_DECREF(i);
-            return -1;
-        }
-        PyErr_Clear();
-        PyErr_Format(PyExc_ValueError, "%s must fit in 64 unsigned bits, not %S", what, i);
-        Py_DECREF(i);
-        return -1;
-    }
-    Py_DECREF(i);
-    return 0;
-}
-
-int pc_timeout_arg(PyObject *value, int64_t *out)
-{
-    double t = PyFloat_AsDouble(value);
-    if (t == -1.0 && PyErr_Occurred())
-        return -1;
-    if (!isfinite(t) || t < 0 || t > 9e9) {
-        PyErr_Format(PyExc_ValueError,
-                     "timeout must be finite seconds >= 0 (every wait is bounded), not %R", value);
-        return -1;
-    }
-    *out = (int64_t)(t * 1e9);
-    return 0;
 }
 
 /* The pending mask of a wait: held in *m (release it), its entry count in m->len. */
