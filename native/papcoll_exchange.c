@@ -1,5 +1,5 @@
 /* One call of PAP Direct over a one-sided transport: see papcoll_xport.h (struct pc_xcall)
- * for the contract and papcoll/algorithms/onesided.py for the protocol's account. */
+ * for the contract and papcoll/algorithms/exchange.py for the protocol's account. */
 #include <errno.h>
 #include <string.h>
 

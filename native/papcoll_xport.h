@@ -349,7 +349,7 @@ void pc_xcall_advert(struct pc_xcall *c, size_t record, uint64_t addr, uint64_t 
                      uint32_t rkey);
 
 /* A zero-copy call's advertisement of my receive buffer at addr (bytes, rkey), the one rule
- * of which records go out (papcoll/algorithms/onesided.py argues it): first is the epoch of
+ * of which records go out (papcoll/algorithms/exchange.py argues it): first is the epoch of
  * a persistent request's first start (0: a call of its own), same whether the buffer is
  * registered as when that request's records went out. My advertisements carry no record
  * where my peers hold that request's (*c->records is first, first set, same); else they carry

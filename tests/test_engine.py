@@ -16,7 +16,7 @@ from papcoll import _native, signature
 from papcoll.native import ETIMEDOUT, EPROTO, xport
 from papcoll.native.lib import address
 from papcoll.algorithms.calls import Persistent
-from papcoll.algorithms.onesided import Exchange
+from papcoll.algorithms.exchange import Exchange
 from papcoll.trace import NoTrace
 from papcoll.transport.base import Descriptor
 
@@ -134,7 +134,7 @@ def test_calls_one_after_another_in_both_banks():
 
 
 def test_a_persistent_requests_records_go_out_only_where_my_peers_lack_them():
-    """The records rule (pc_xcall_advertise; onesided.py argues it): a persistent request's
+    """The records rule (pc_xcall_advertise; exchange.py argues it): a persistent request's
     start writes its advert record -- carrying its first start's epoch -- unless my peers hold
     it already for the same registration; any other call's record, or another registration,
     makes the next start write it again."""

@@ -1,7 +1,7 @@
 """The engine's calls as Python holds them: :class:`Call` (a struct pc_xcall and the arrays
 it points to), and what a call in progress is -- a :class:`Flight`, or :data:`DONE` -- with
 what a persistent request keeps between its starts (:class:`Persistent`). The Exchange
-(onesided.py) makes and runs them."""
+(exchange.py) makes and runs them."""
 import numpy as np
 
 from mpi4py import MPI

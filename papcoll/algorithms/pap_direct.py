@@ -31,7 +31,8 @@ from ..transport import open_transport, transport_class
 from ..native import xport
 from ..vbuffers import copy_own
 from . import plans
-from .onesided import Exchange, OneSidedAlgorithm
+from .exchange import Exchange
+from .onesided import OneSidedAlgorithm
 from .registry import describe, register
 
 INBOX_LIMIT = 64 << 20   # bytes of inbox (2 banks x N slots) a process may hold by default

@@ -48,7 +48,7 @@ class Algorithm:
         """``nonblocking`` algorithms: start the call ``alltoall`` would make; return an
         object whose ``test()`` moves it on and says whether it is complete, and whose
         ``wait()`` completes it (both raise its error). ``persistent``: a start of that
-        persistent request (onesided.Persistent), whose set-up may be kept between starts."""
+        persistent request (calls.Persistent), whose set-up may be kept between starts."""
         raise NotImplementedError
 
     def startv(self, send, recv, specs, persistent=None):

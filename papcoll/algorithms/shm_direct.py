@@ -14,7 +14,7 @@ of the round's schedule in C (native/papcoll_hier.c; :meth:`ShmDirect.tasks` lis
    once all are in, its node's aggregates are complete, and it writes one to every other
    master -- ppn x ppn' blocks -- straight into that node's inbound area: the masters'
    transport's inbox *is* the node segment, so nothing is copied twice on the receiving node.
-   An Exchange (onesided.py) among the masters, copy-based (the inbound area is always ready:
+   An Exchange (exchange.py) among the masters, copy-based (the inbound area is always ready:
    writes never wait), in arrival order for pap_shm_direct, in step order for shm_direct.
 3. **Scatter.** ``shm_direct``: the master waits for every aggregate, then raises one done
    flag, and every local process copies its parts. ``pap_shm_direct``: one done flag per
@@ -69,7 +69,7 @@ from ..trace import NoTrace
 from ..transport.base import keep
 from .intranode import IntraNodeAlgorithm, _ranks
 from .calls import Call
-from .onesided import Exchange
+from .exchange import Exchange
 from .registry import register
 from .shm_layout import CMA_BLOCK, Layout, Lists, piece_max
 

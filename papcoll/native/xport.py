@@ -2,7 +2,7 @@
 half is :class:`XPort` (papcoll._native.XPort, which owns its resources:
 native/papcoll_pyxport.c), the engine's call an :class:`XCall` (struct pc_xcall, whose
 ``run``, ``start``, ``advert`` and ``arrived`` are the engine's entries:
-native/papcoll_pytypes.c). The algorithms (algorithms/onesided.py) run a call as an XCall.
+native/papcoll_pytypes.c). The algorithms (algorithms/exchange.py) run a call as an XCall.
 What the fields mean is said once, in the header."""
 import numpy as np
 
