@@ -139,8 +139,9 @@ def test_validate_compares_each_measured_cell_with_its_own_prediction(tmp_path, 
 def test_validate_repeat_takes_a_second_run_for_the_model(tmp_path, capsys):
     """--repeat scores a second run of the benchmark as a prediction of the first, cell for
     cell by size, MIF and algorithm: itself at 100 %; a run whose MPI times at 256 B are 1.5 x
-    (so pap_shm_direct is ahead there) at 10 of 12 cells and 2 of 4 bests; a run of another
-    shape is refused, naming both, and so is a count of runs that does not match."""
+    (so pap_shm_direct is ahead there) at 10 of 12 cells and 2 of 4 bests, and --plot draws
+    it; a run of another shape is refused, naming both, and so is a count of runs that does
+    not match."""
     from papcoll.model import validate
     times = {"mpi": 20.0, "pap_direct": 30.0, "pap_shm_direct": 25.0}
     result = {"nprocs": 4, "nodes": 2, "ppn": 2, "mpi_library": "MPICH Version: 5.0.2",
@@ -160,6 +161,9 @@ def test_validate_repeat_takes_a_second_run_for_the_model(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "12 cells: 83% within 25%" in out and "named in 2 of 4 blocks" in out
     assert ["256", "1", "mpi", "5120.0", "7680.0", "+50%"] in [r.split() for r in out.splitlines()]
+    png = tmp_path / "v.png"                 # --plot: predicted against measured, a PNG
+    assert validate.main([a, "--repeat", b, "--plot", str(png)]) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     again["ppn"], again["nodes"] = 4, 1
     (tmp_path / "b.json").write_text(json.dumps(again))
     with pytest.raises(SystemExit):

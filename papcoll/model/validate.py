@@ -8,7 +8,7 @@ cells predicted within 25 %, and the share of (size, MIF) blocks whose best algo
 names -- all of them, and those whose best is not the most common winner. Two rows that ran one
 protocol are one algorithm there: ``pap_direct`` is its copy-based or zero-copy scheme, as the
 benchmark recorded (``runs_as``), and naming either names it. With ``--plot PNG`` (matplotlib)
-it draws predicted against measured.
+it draws predicted against measured, one colour per algorithm.
 
 The model plays one algorithm's calls, each after the last of its own. A run whose algorithms
 interleave (the benchmark's default) also carries, where processes share cores, part of each
@@ -136,18 +136,27 @@ def ratio_error(rows):
 
 def plot(rows, path, title):
     from matplotlib.figure import Figure
+    from matplotlib.ticker import FixedLocator, NullFormatter, StrMethodFormatter
     fig = Figure(figsize=(6, 6))
     ax = fig.add_subplot()
     measured, predicted = [r[-2] for r in rows], [r[-1] for r in rows]
-    ax.loglog(measured, predicted, "o", alpha=0.6)
+    for name in sorted({r[3] for r in rows}):      # one colour per algorithm, as it is named
+        mine = [r for r in rows if r[3] == name]
+        ax.loglog([r[-2] for r in mine], [r[-1] for r in mine], "o", alpha=0.6, label=name)
     low, high = min(measured + predicted), max(measured + predicted)
     ax.plot([low, high], [low, high], "k-", lw=0.8)
     for f in (1 - WITHIN, 1 + WITHIN):
         ax.plot([low, high], [low * f, high * f], "k:", lw=0.8)
+    ticks = [m * 10 ** e for e in range(-1, 7) for m in (1, 2, 5)]   # 1-2-5, readable
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_locator(FixedLocator(ticks))
+        axis.set_major_formatter(StrMethodFormatter("{x:g}"))
+        axis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("measured us per call")
     ax.set_ylabel("predicted us per call")
     ax.set_title(title, fontsize=9)
-    fig.savefig(path, dpi=120)
+    ax.legend(fontsize=7)
+    fig.savefig(path, dpi=120, bbox_inches="tight")
 
 
 def main(argv):
