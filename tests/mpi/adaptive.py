@@ -1,10 +1,9 @@
 """MPI worker for the adaptive auto (PAPCOLL_ADAPT; papcoll/adaptive.py): two call sites
 (blocks of 8 and 3001 bytes) alternate through balanced windows, windows where the ranks
 arrive skewed by different delays of their own, and balanced ones again. A tuning file gives
-``direct`` below a skew of 300 and ``pap_direct`` above it, for adaptive calls only. The last
-rank is 100 ms late in the skewed windows, which read 816-24500 here, the balanced 1.5-82 (MPICH
-and Open MPI, N = 3-5, six runs each; 50 ms late, the 3001-byte site's read 524-824 at
-N = 5, against an edge of 500 then: docs/adaptive.md, "Tests"). Every call is checked against
+``direct`` below a skew of ``EDGE`` and ``pap_direct`` above it, for adaptive calls only; the
+last rank is ``LATE`` seconds late in the skewed windows (the skews both phases read, and why
+this edge: docs/adaptive.md, "Tests"). Every call is checked against
 MPI_Alltoall on data that names its source, destination and index; every rank must have run
 the same algorithm in every call and agreed the same skews; the skewed windows must run
 ``pap_direct`` and the balanced ones ``direct``. Calls that a cached plan serves
@@ -25,12 +24,13 @@ import papcoll
 world = MPI.COMM_WORLD
 rank, size = world.Get_rank(), world.Get_size()
 K = 8
+EDGE, LATE = 300.0, 0.1
 path = os.path.join(sys.argv[1], "banded.json")
 if rank == 0:
     with open(path, "w") as f:
         json.dump({"rows": [
-            {"topology": "any", "algorithm": "direct", "measured": "test", "max_skew": 300.0},
-            {"topology": "any", "algorithm": "pap_direct", "measured": "test", "min_skew": 300.0}]},
+            {"topology": "any", "algorithm": "direct", "measured": "test", "max_skew": EDGE},
+            {"topology": "any", "algorithm": "pap_direct", "measured": "test", "min_skew": EDGE}]},
             f, indent=1)
 world.Barrier()
 os.environ.update(PAPCOLL_TUNING_FILE=path, PAPCOLL_ADAPT=str(K))
@@ -62,9 +62,9 @@ for phase, windows in PHASES:
             want, got = np.empty_like(send), np.zeros_like(send)
             world.Alltoall(send, want)
             world.Barrier()
-            if phase == "skewed":          # every rank its own lateness, the last 100 ms late
+            if phase == "skewed":          # every rank its own lateness, the last LATE
                 late = np.random.default_rng([call, rank]).random()
-                time.sleep(0.1 if rank == size - 1 else 0.001 * (rank % 3) * late)
+                time.sleep(LATE if rank == size - 1 else 0.001 * (rank % 3) * late)
             site = pc._adaptive.sites.get(block)
             planned = site.name if site else None
             before, agreed = len(python_timed), len(python_agreed)
