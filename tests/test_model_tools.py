@@ -49,12 +49,14 @@ def test_calibrate_measures_every_parameter_and_says_how(tmp_path):
     """Under mpiexec, 2 emulated nodes of 2: a file with every parameter, each with the
     measurement that gave it, that predict takes."""
     path = tmp_path / "here.json"
-    out = launch(4, ["-m", "papcoll", "model", "calibrate", "--out", path],
+    out = launch(4, ["-m", "papcoll", "model", "calibrate", "--out", path, "--repeat", "2"],
                  env={"PAPCOLL_NODE_SIZE": "2"}, timeout=120)
     assert out.returncode == 0, out.stdout
     machine = params.load(path)
     assert set(machine.values) == set(params.NAMES)
-    assert all(machine.sources.get(k) for k in params.NAMES), machine.sources
+    assert all(machine.sources.get(k, "").startswith("the lower median of 2 calibrations, each: ")
+               for k in params.NAMES), machine.sources
+    assert "lower median of 2 calibrations in one launch" in machine.about
     assert machine.cma_gamma[0] == pytest.approx(1.0) and machine.net_G > 0
     assert machine.tail >= 1.0 and "whole job" in machine.sources["tail"]
     assert "2 x 2 (emulated)" in machine.about
@@ -70,6 +72,31 @@ def test_calibrate_measures_every_parameter_and_says_how(tmp_path):
                  timeout=60)
     assert one.returncode != 0 and "needs at least 2 nodes" in one.stdout
     assert not (tmp_path / "no.json").exists()
+
+
+def test_calibrations_combine_as_each_parameters_lower_median():
+    """Each parameter, and each entry of a table, takes the lower median of the calibrations:
+    a value one of them measured. An algorithm missing from one's extra table counts as 0."""
+    def run(k, poll, extra, copy_g):
+        return ({"poll": poll, "mpi_inter_eager": k, "extra": extra, "cma_gamma": [1.0, poll],
+                 "copy_G": [[1 << 20, copy_g], [4 << 20, 2 * copy_g]]}, {"poll": "a loop"}, "here")
+    runs = [run(4096, 3e-6, {"mpi": 2e-6, "direct": 1e-6}, 5e-11),
+            run(0, 1e-6, {"mpi": 4e-6}, 9e-11),
+            run(8192, 2e-6, {"mpi": 1e-6, "direct": 3e-6}, 1e-11),
+            run(4096, 9e-6, {"mpi": 3e-6, "direct": 2e-6}, 7e-11)]
+    values, sources, about = params.median(runs)
+    assert values == {"poll": 2e-6, "mpi_inter_eager": 4096, "extra": {"direct": 1e-6, "mpi": 2e-6},
+                      "cma_gamma": [1.0, 2e-6], "copy_G": [[1 << 20, 5e-11], [4 << 20, 1e-10]]}
+    assert sources == {"poll": "the lower median of 4 calibrations, each: a loop"}
+    assert about == "here; the lower median of 4 calibrations in one launch"
+    assert params.median(runs[:1]) == runs[0]
+
+
+def test_calibrate_refuses_a_repeat_below_one(capsys):
+    from papcoll.model import calibrate
+    with pytest.raises(SystemExit):
+        calibrate.main(["--out", "never.json", "--repeat", "0"])
+    assert "--repeat 0: at least 1" in capsys.readouterr().err
 
 
 def test_measuring_processes_run_a_cpu_each_in_turn_and_get_their_cpus_back():

@@ -130,11 +130,35 @@ def main(argv):
     p = argparse.ArgumentParser(prog="python -m papcoll model calibrate", description=__doc__)
     p.add_argument("--out", required=True, help="the parameter file to write")
     p.add_argument("--timeout", type=float, default=SETUP, help="seconds any wait may take")
+    p.add_argument("--repeat", type=int, default=1, metavar="K",
+                   help="calibrate K times in this launch and keep each parameter's lower "
+                        "median (docs/model.md, 'The median of calibrations in one launch')")
     args = p.parse_args(argv)
+    if args.repeat < 1:
+        p.error(f"--repeat {args.repeat}: at least 1")
+    started = time.monotonic()
+    runs = []
+    for _ in range(args.repeat):
+        got = calibrate_once(args.timeout)
+        if isinstance(got, int):
+            return got
+        runs.append(got)
+    if MPI.COMM_WORLD.Get_rank() == 0:
+        values, sources, about = params.median(runs)
+        about += f"; calibrated in {time.monotonic() - started:.1f} s"
+        params.save(params.make(about, sources, **values), args.out)
+        print(f"model calibrate: {args.out}: {about}")
+        for k in params.NAMES:
+            print(f"  {k:18} {values[k]!s:>24}  {sources.get(k, '')}")
+    return 0
+
+
+def calibrate_once(timeout):
+    """One calibration: on rank 0 its (values, sources, about); None on every other rank; an
+    exit status on every rank where this launch cannot calibrate."""
     comm = MPI.COMM_WORLD
     rank, size = comm.Get_rank(), comm.Get_size()
-    started = time.monotonic()
-    topo = topology.discover(comm, Deadline(args.timeout))
+    topo = topology.discover(comm, Deadline(timeout))
     machine = comm.Split_type(MPI.COMM_TYPE_SHARED, rank)
     zeros = comm.bcast(machine.allgather(rank), root=0)      # the ranks on rank 0's machine
     cpus = sorted(set().union(*machine.allgather(os.sched_getaffinity(0))))   # my machine's
@@ -169,9 +193,9 @@ def main(argv):
             if pair is None:
                 continue
             if kind == "flag":
-                flag = scheduler.flag_time(pair, args.timeout)
+                flag = scheduler.flag_time(pair, timeout)
             elif kind == "net_local":
-                result = net_link(pair, args.timeout, with_ack=False)
+                result = net_link(pair, timeout, with_ack=False)
                 if result:
                     values["net_local_L"] = result[0]["L"]
                     sources["net_local_L"] = (f"as net_L, between rank 0 and a process of its "
@@ -179,7 +203,7 @@ def main(argv):
             elif kind == "net":
                 for where, prefix in (("inbox", "net_"), ("given", "net_given_"),
                                       ("exposed", "net_exposed_")):
-                    result = net_link(pair, args.timeout, where)
+                    result = net_link(pair, timeout, where)
                     if result and where == "inbox":
                         poll = result[2]
                     take(result and result[:2], prefix)
@@ -187,7 +211,7 @@ def main(argv):
                 take(mpi_link(pair, poll), kind + "_")
     if rank in zeros:
         take(cma_params(machine))
-        wake = scheduler.wake_time(machine, flag, args.timeout)   # placed as the launch does
+        wake = scheduler.wake_time(machine, flag, timeout)   # placed as the launch does
     machine.Free()
     measured = []                   # rank 0's: (the pair's shape, {algorithm: seconds})
     for partner, between in ((far, True), *(((mate, False),) if own_node else ())):
@@ -218,8 +242,7 @@ def main(argv):
         sources["cores"] = "the CPUs of rank 0's machine's processes over the nodes it holds"
         about = (f"{MPI.Get_library_version().splitlines()[0].strip()}; {size} processes as "
                  f"{len(topo.nodes)} x {topo.ppn}{' (emulated)' if topo.emulated else ''}, "
-                 f"transport {transport.name}; "
-                 f"calibrated in {time.monotonic() - started:.1f} s")
+                 f"transport {transport.name}")
         values["tail"], sources["tail"] = tail, (
             f"balanced {extra.BLOCK} B calls of every algorithm between nodes, in turn, by the "
             f"whole job: their mean over their usual time, the median over the algorithms")
@@ -231,8 +254,5 @@ def main(argv):
                             f"node's master (intra-node algorithms: a process of its node), "
                             f"the others asleep, all in turn: the usual time less the "
                             f"model's play")
-        params.save(params.make(about, sources, **values), args.out)
-        print(f"model calibrate: {args.out}: {about}")
-        for k in params.NAMES:
-            print(f"  {k:18} {values[k]!s:>24}  {sources.get(k, '')}")
-    return 0
+        return values, sources, about
+    return None

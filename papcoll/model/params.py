@@ -11,6 +11,7 @@ The file is JSON: ``{"papcoll_model": 4, "machine": text, "params": {name: {"val
 """
 import json
 import math
+import statistics
 from dataclasses import dataclass, field
 
 FORMAT = 4
@@ -161,6 +162,27 @@ def make(about="", sources=None, **values):
         if not ok:
             raise ParamsError(f"parameter {k}: {v!r} is not a valid value")
     return Machine(dict(values), dict(sources or {}), about)
+
+
+def median(runs):
+    """Several calibrations' (values, sources, about) as one: each parameter, and each entry of
+    a table, the lower median of the calibrations' (so a value one of them measured, which a
+    transient in one cannot move). One calibration is itself."""
+    values, sources, about = runs[0]
+    if len(runs) == 1:
+        return dict(values), dict(sources), about
+
+    def lower(got):
+        if isinstance(got[0], dict):              # extra: an algorithm not in a table is 0
+            return {k: lower([g.get(k, 0.0) for g in got]) for k in sorted(set().union(*got))}
+        if isinstance(got[0], list):              # cma_gamma; copy_G's [footprint, G] rows
+            return [lower(list(column)) for column in zip(*got)]
+        return statistics.median_low(got)
+
+    return ({k: lower([run[0][k] for run in runs]) for k in values},
+            {k: f"the lower median of {len(runs)} calibrations, each: {v}"
+             for k, v in sources.items()},
+            f"{about}; the lower median of {len(runs)} calibrations in one launch")
 
 
 def _by_algorithm(table):
