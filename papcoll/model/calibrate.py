@@ -132,7 +132,8 @@ def main(argv):
     p.add_argument("--timeout", type=float, default=SETUP, help="seconds any wait may take")
     p.add_argument("--repeat", type=int, default=1, metavar="K",
                    help="calibrate K times in this launch and keep each parameter's lower "
-                        "median (docs/model.md, 'The median of calibrations in one launch')")
+                        "median, the middle one where K is odd (docs/model.md, 'The median "
+                        "of calibrations in one launch')")
     args = p.parse_args(argv)
     if args.repeat < 1:
         p.error(f"--repeat {args.repeat}: at least 1")
