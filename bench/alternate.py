@@ -35,6 +35,7 @@ from mpi4py import MPI
 import papcoll
 from papcoll.algorithms import AUTO
 from papcoll.model import scale
+from papcoll.model.outfile import out_file
 
 from .arrival_measure import (block_rng, buffers, clock_offsets, delay_table, message_time,
                               run_block, stretch_schedule, usable_algorithms)
@@ -62,7 +63,7 @@ def add_arguments(parser):
                         help="run each algorithm through each phase in a stretch of its "
                              "own, the algorithms in a drawn order each phase (default: every "
                              "call, every algorithm in a fresh order)")
-    parser.add_argument("--out", type=Path, help="write the result's JSON here")
+    parser.add_argument("--out", type=out_file, help="write the result's JSON here (a file)")
 
 
 def adaptive_communicator(comm, every):

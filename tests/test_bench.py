@@ -152,6 +152,15 @@ def test_dispatcher_imports_only_the_chosen_subcommand(monkeypatch):
         bench_main.parse(["broken"])
 
 
+def test_alternate_refuses_an_out_it_cannot_write_before_it_runs(tmp_path, capsys):
+    """--out names the JSON file: a folder is an error at parse, not after the run."""
+    with pytest.raises(SystemExit):
+        bench_main.parse(["alternate", "--out", str(tmp_path)])
+    assert f"cannot write {tmp_path}: a folder, not a file" in capsys.readouterr().err
+    module, args = bench_main.parse(["alternate", "--out", str(tmp_path / "alt.json")])
+    assert args.out == tmp_path / "alt.json" and not args.out.exists()
+
+
 def test_fabric_counters_and_mismatches(tmp_path, monkeypatch):
     port = tmp_path / "ib" / "rxe0" / "ports" / "1" / "hw_counters"
     port.mkdir(parents=True)

@@ -99,6 +99,24 @@ def test_calibrate_refuses_a_repeat_below_one(capsys):
     assert "--repeat 0: at least 1" in capsys.readouterr().err
 
 
+def test_commands_refuse_an_output_they_cannot_write_before_any_work(tmp_path, capsys):
+    """calibrate, validate's plot and scale's JSON: a folder, or a file in a missing folder, is
+    an error at once naming it, not a traceback after the measurement."""
+    from papcoll.model import calibrate, cli, validate
+    missing = tmp_path / "no-such-folder" / "out.json"
+    runs = [lambda out: calibrate.main(["--out", out]),
+            lambda out: validate.main(["--params", "p.json", "--plot", out, "r.json"]),
+            lambda out: cli.main(["scale", "--params", "p.json", "--error", "0.3", "--json", out])]
+    for run in runs:
+        for out, why in ((tmp_path, "a folder, not a file"),
+                         (missing, f"its folder {missing.parent} does not exist")):
+            with pytest.raises(SystemExit) as exit:
+                run(str(out))
+            assert exit.value.code == 2
+            assert f"cannot write {out}: {why}" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_measuring_processes_run_a_cpu_each_in_turn_and_get_their_cpus_back():
     """Calibration's processes on one machine (an unbound launch: the same CPUs) measure on
     one CPU each, in turn over the machine's: two processes on two CPUs, not the same one;

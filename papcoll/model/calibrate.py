@@ -26,6 +26,7 @@ from .. import Communicator, native, topology
 from ..progress import Deadline, idle_barrier
 from ..transport import transport_class
 from . import cma, extra, params, scheduler
+from .outfile import out_file
 from .links import BIG, SMALL, mpi_link, net_link
 from .timing import timed
 
@@ -128,7 +129,7 @@ def measuring_pair(comm, partner, cpus):
 
 def main(argv):
     p = argparse.ArgumentParser(prog="python -m papcoll model calibrate", description=__doc__)
-    p.add_argument("--out", required=True, help="the parameter file to write")
+    p.add_argument("--out", required=True, type=out_file, help="the parameter file to write")
     p.add_argument("--timeout", type=float, default=SETUP, help="seconds any wait may take")
     p.add_argument("--repeat", type=int, default=1, metavar="K",
                    help="calibrate K times in this launch and keep each parameter's lower "

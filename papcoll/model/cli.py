@@ -7,6 +7,7 @@ import json
 import sys
 
 from . import aggregate, mpi_algorithms, params, predict, protocols, scale
+from .outfile import out_file
 from .sim import Deadlock
 
 CHECKED = ((16, 2), (16, 4))  # the shapes check-aggregation runs both ways
@@ -96,7 +97,8 @@ def parser():
     s.add_argument("--error", type=float, required=True,
                    help="the model's validated error of a ratio between two algorithms, e.g. "
                         "0.3 (model validate prints it): a best ahead by less is 'close'")
-    s.add_argument("--json", help="write every cell, with every algorithm's time, here")
+    s.add_argument("--json", type=out_file,
+                   help="write every cell, with every algorithm's time, here")
     a = sub.add_parser("check-aggregation", help="the aggregated simulation against the exact "
                        "one where both run")
     a.add_argument("--params", required=True)

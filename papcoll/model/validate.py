@@ -29,6 +29,7 @@ from collections import Counter
 import numpy as np
 
 from . import params, predict
+from .outfile import out_file
 from .protocols import shape
 
 WITHIN = 0.25
@@ -170,7 +171,7 @@ def main(argv):
                    "benchmark recorded (default: every one; with --drawn, 30)")
     p.add_argument("--drawn", action="store_true", help="predict for the model's own draws of "
                    "the planned arrivals, not the ones the benchmark recorded")
-    p.add_argument("--plot", help="a PNG of predicted against measured")
+    p.add_argument("--plot", type=out_file, help="a PNG of predicted against measured")
     p.add_argument("--cores", type=float, help="cores per node where the results ran in "
                    "another node shape than the calibration (calibrate needs two nodes: a "
                    "one-node run on a machine of C CPUs takes C)")
