@@ -117,6 +117,30 @@ def test_commands_refuse_an_output_they_cannot_write_before_any_work(tmp_path, c
     assert list(tmp_path.iterdir()) == []
 
 
+def test_commands_refuse_bad_options_by_name_without_a_traceback(tmp_path, capsys):
+    """A negative size or MIF, a late fraction outside 0-1, a parameter file that is not one:
+    exit 2 with the option and the value, not numpy's error from deep inside."""
+    from papcoll.model import cli, validate
+    good = tmp_path / "m.json"
+    params.save(params.make(about="here", sources={}, **VALUES), good)
+    other = tmp_path / "other.json"
+    other.write_text('{"benchmark": "papcoll alternate"}')
+    predict = ["predict", "--params", str(good), "--nodes", "2", "--ppn", "2"]
+    for run, said in (
+            (lambda: cli.main(predict + ["--sizes=8,-8"]), "--sizes: not a list of sizes of 0"),
+            (lambda: cli.main(predict + ["--mif=1,-1"]), "--mif: not a list of integers of 0"),
+            (lambda: cli.main(predict + ["--late-fraction", "2"]),
+             "--late-fraction: not a fraction from 0 to 1: '2'"),
+            (lambda: cli.main(["scale", "--params", str(good), "--error", "0.3", "--mif=-1"]),
+             "--mif: not a list of integers of 0"),
+            (lambda: validate.main(["--params", str(other), "r.json"]),
+             f"{other}: not a papcoll model file")):
+        with pytest.raises(SystemExit) as exit:
+            run()
+        assert exit.value.code == 2
+        assert said in capsys.readouterr().err
+
+
 def test_measuring_processes_run_a_cpu_each_in_turn_and_get_their_cpus_back():
     """Calibration's processes on one machine (an unbound launch: the same CPUs) measure on
     one CPU each, in turn over the machine's: two processes on two CPUs, not the same one;

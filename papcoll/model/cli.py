@@ -34,17 +34,33 @@ def check_aggregation(machine, calls, sizes=(8, 8192, 65536), mifs=(1, 32)):
 def _sizes(text):
     units = {"K": 1 << 10, "M": 1 << 20}
     try:
-        return [int(s[:-1]) * units[s[-1].upper()] if s[-1:].upper() in units else int(s)
-                for s in text.split(",")]
+        sizes = [int(s[:-1]) * units[s[-1].upper()] if s[-1:].upper() in units else int(s)
+                 for s in text.split(",")]
     except (ValueError, IndexError):
-        raise argparse.ArgumentTypeError(f"not a list of sizes: {text!r}") from None
+        sizes = [-1]
+    if min(sizes) < 0:
+        raise argparse.ArgumentTypeError(f"not a list of sizes of 0 bytes or more: {text!r}")
+    return sizes
 
 
 def _ints(text):
     try:
-        return [int(s) for s in text.split(",")]
+        values = [int(s) for s in text.split(",")]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a list of integers: {text!r}") from None
+        values = [-1]
+    if min(values) < 0:
+        raise argparse.ArgumentTypeError(f"not a list of integers of 0 or more: {text!r}")
+    return values
+
+
+def _fraction(text):
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"not a fraction from 0 to 1: {text!r}")
+    return value
 
 
 def _shapes(text):
@@ -72,7 +88,7 @@ def parser():
     q.add_argument("--ppn", type=int, required=True, help="processes per node")
     q.add_argument("--sizes", type=_sizes, default=[8, 8 << 10, 1 << 20], help="bytes per peer")
     q.add_argument("--mif", type=_ints, default=[1, 32], help="maximum imbalance factors")
-    q.add_argument("--late-fraction", type=float, help="instead of random delays, this "
+    q.add_argument("--late-fraction", type=_fraction, help="instead of random delays, this "
                    "fraction of the processes arrives MIF x t_msg late")
     q.add_argument("--algorithms", help="comma-separated (default: all the model runs here)")
     q.add_argument("--library", default="mpich", choices=sorted(mpi_algorithms.SELECTION))

@@ -183,7 +183,10 @@ def main(argv):
         p.error("--calls: at least 1")
     if args.cores is not None and (args.repeat or args.cores <= 0):
         p.error("--cores: a number above 0, with --params")
-    machine = params.load(args.params) if args.params else None
+    try:
+        machine = params.load(args.params) if args.params else None
+    except params.ParamsError as e:
+        p.error(str(e))
     if args.cores is not None:
         machine = params.make(machine.about, {**machine.sources, "cores": "--cores"},
                               **{**machine.values, "cores": args.cores})
