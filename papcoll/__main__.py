@@ -10,8 +10,9 @@ import sys
 from mpi4py import MPI
 
 import papcoll
-from papcoll import config, transport
+from papcoll import config, context, transport
 from papcoll.algorithms import policy
+from papcoll.errors import ConfigError, TransportError
 from papcoll.node.cma import THROTTLE, cma_status
 
 
@@ -26,6 +27,24 @@ def _shape(row):
         ("transport", row.transport), ("library", row.library),
         ("emulated", row.emulated)) if value is not None]
     return (f"  only {' '.join(said)}" if said else "") + ("  (predicted)" if row.predicted else "")
+
+
+def settings():
+    """A line for each PAPCOLL_* variable set here: the value papcoll reads, or why it refuses
+    it, or that papcoll reads no such setting (a misspelt name is otherwise silently ignored)."""
+    checks = {"PAPCOLL_ALGORITHM": context.forced_algorithm, "PAPCOLL_TRANSPORT": transport.choose}
+    lines = []
+    for name, raw, value in config.set_here():
+        try:
+            value = checks[name]() if name in checks else value
+        except (ConfigError, TransportError) as err:
+            value = err
+        lines.append(f"  {name}={raw!r}: " + (
+            f"refused: {str(value).removeprefix(f'{name}={raw!r}: ')}"
+            if isinstance(value, Exception) else
+            "papcoll reads no such setting" if value is None and name not in config.READERS else
+            f"read as {value!r}"))
+    return lines or ["  none set: every default"]
 
 
 def info():
@@ -51,12 +70,17 @@ def info():
               for row in tuning.rows + policy.TABLE]
     lines += ["", "transports (PAPCOLL_TRANSPORT):"]
     lines += [f"  {line}" for line in transport.status()]
-    measured = config.cma_throttle()
+    try:
+        measured = config.cma_throttle()
+    except ConfigError:
+        measured = 0             # refused: the settings section says why
     throttle = (f"{measured} (measured: PAPCOLL_CMA_MODEL)" if measured else
+                "none: PAPCOLL_CMA_MODEL is refused (settings, below)" if measured == 0 else
                 f"{THROTTLE} (default; measure with papcoll.bench cma-model, PAPCOLL_CMA_MODEL)")
     lines += ["", "inside a node:",
               "  shared memory: one POSIX shm segment per Communicator and node (shm_pap, cma_pap)",
               f"  {cma_status()}", f"  CMA throttle factor k: {throttle}"]
+    lines += ["", "settings (PAPCOLL_*, docs/settings.md):", *settings()]
     return "\n".join(lines)
 
 

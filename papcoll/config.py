@@ -209,3 +209,28 @@ def cma_throttle():
         raise ConfigError(f"PAPCOLL_CMA_MODEL={path!r}: throttle must be an integer from 1 to "
                           f"{MAX_THROTTLE}, not {k!r}")
     return k
+
+
+# Every setting papcoll reads, each by the function that reads and checks it (the algorithm's
+# and the transport's names are checked against their registries where those are used).
+READERS = {"PAPCOLL_ALGORITHM": algorithm, "PAPCOLL_TIMEOUT": timeout,
+           "PAPCOLL_NODE_SIZE": node_size, "PAPCOLL_COPY_THRESHOLD": copy_threshold,
+           "PAPCOLL_ADAPT": adapt, "PAPCOLL_TUNING_FILE": tuning_file,
+           "PAPCOLL_TRANSPORT": transport, "PAPCOLL_TRACE": trace, "PAPCOLL_SUMMARY": summary,
+           "PAPCOLL_RUN_REQUESTS": run_requests, "PAPCOLL_IB_DEVICE": ib_device,
+           "PAPCOLL_IB_PORT": ib_port, "PAPCOLL_IB_GID_INDEX": ib_gid_index,
+           "PAPCOLL_CMA_MODEL": cma_throttle}
+
+
+def set_here():
+    """Each PAPCOLL_* variable set in this process's environment: (name, raw value, what papcoll
+    makes of it: the value it reads, a ConfigError, or None where papcoll reads no such
+    setting)."""
+    found = []
+    for name in sorted(k for k in os.environ if k.startswith("PAPCOLL_")):
+        try:
+            found.append((name, os.environ[name], READERS[name]() if name in READERS else None))
+        except ConfigError as err:
+            found.append((name, os.environ[name], err))
+    return found
+

@@ -1,9 +1,14 @@
 """Settings: every PAPCOLL_* variable is range-checked, and a bad value is an error naming the
-variable, its value and what is allowed -- at once, not after zeroing a 4 TB window."""
+variable, its value and what is allowed -- at once, not after zeroing a 4 TB window; `papcoll info`
+says what it makes of each one set."""
+import os
+import re
 import time
+from pathlib import Path
 
 import pytest
 
+import papcoll
 from papcoll import config
 from papcoll.algorithms import pap_direct
 from papcoll.errors import ConfigError
@@ -67,3 +72,27 @@ def test_an_unknown_algorithm_in_the_environment_names_it(monkeypatch):
     monkeypatch.setenv("PAPCOLL_ALGORITHM", "fastest")
     with pytest.raises(ConfigError, match="PAPCOLL_ALGORITHM='fastest': unknown algorithm"):
         forced_algorithm()
+
+
+def test_every_documented_setting_has_its_reader():
+    """docs/settings.md and config.READERS name the same settings: info checks each one."""
+    doc = (Path(__file__).parent.parent / "docs" / "settings.md").read_text()
+    headings = re.findall(r"^\*\*(`PAPCOLL_.*?)\*\* --", doc, re.M)
+    assert {n for h in headings for n in re.findall(r"`(PAPCOLL_[A-Z_]+)`", h)} == set(config.READERS)
+
+
+def test_info_says_what_it_makes_of_each_setting_set_here(monkeypatch):
+    """A good value as read, a bad one refused with why, a misspelt name flagged."""
+    from papcoll.__main__ import settings
+    for name in [k for k in os.environ if k.startswith("PAPCOLL_")]:
+        monkeypatch.delenv(name)
+    assert settings() == ["  none set: every default"]
+    for name, value in (("PAPCOLL_NODE_SIZE", "2"), ("PAPCOLL_TIMEOUT", "-1"),
+                        ("PAPCOLL_ALGORITHM", "fast"), ("PAPCOLL_ALGORTHM", "mpi")):
+        monkeypatch.setenv(name, value)
+    assert settings() == [
+        "  PAPCOLL_ALGORITHM='fast': refused: unknown algorithm 'fast'; registered: "
+        + ", ".join(sorted(papcoll.algorithms)) + " (or 'auto': the policy's choice)",
+        "  PAPCOLL_ALGORTHM='mpi': papcoll reads no such setting",
+        "  PAPCOLL_NODE_SIZE='2': read as 2",
+        "  PAPCOLL_TIMEOUT='-1': refused: must be a number of seconds > 0 and <= 1e+06"]
