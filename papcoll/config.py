@@ -233,4 +233,3 @@ def set_here():
         except ConfigError as err:
             found.append((name, os.environ[name], err))
     return found
-
