@@ -110,9 +110,9 @@ def test_commands_refuse_an_output_they_cannot_write_before_any_work(tmp_path, c
     for run in runs:
         for out, why in ((tmp_path, "a folder, not a file"),
                          (missing, f"its folder {missing.parent} does not exist")):
-            with pytest.raises(SystemExit) as exit:
+            with pytest.raises(SystemExit) as raised:
                 run(str(out))
-            assert exit.value.code == 2
+            assert raised.value.code == 2
             assert f"cannot write {out}: {why}" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
 
@@ -125,19 +125,19 @@ def test_commands_refuse_bad_options_by_name_without_a_traceback(tmp_path, capsy
     params.save(params.make(about="here", sources={}, **VALUES), good)
     other = tmp_path / "other.json"
     other.write_text('{"benchmark": "papcoll alternate"}')
-    predict = ["predict", "--params", str(good), "--nodes", "2", "--ppn", "2"]
+    predicting = ["predict", "--params", str(good), "--nodes", "2", "--ppn", "2"]
     for run, said in (
-            (lambda: cli.main(predict + ["--sizes=8,-8"]), "--sizes: not a list of sizes of 0"),
-            (lambda: cli.main(predict + ["--mif=1,-1"]), "--mif: not a list of integers of 0"),
-            (lambda: cli.main(predict + ["--late-fraction", "2"]),
+            (lambda: cli.main(predicting + ["--sizes=8,-8"]), "--sizes: not a list of sizes of 0"),
+            (lambda: cli.main(predicting + ["--mif=1,-1"]), "--mif: not a list of integers of 0"),
+            (lambda: cli.main(predicting + ["--late-fraction", "2"]),
              "--late-fraction: not a fraction from 0 to 1: '2'"),
             (lambda: cli.main(["scale", "--params", str(good), "--error", "0.3", "--mif=-1"]),
              "--mif: not a list of integers of 0"),
             (lambda: validate.main(["--params", str(other), "r.json"]),
              f"{other}: not a papcoll model file")):
-        with pytest.raises(SystemExit) as exit:
+        with pytest.raises(SystemExit) as raised:
             run()
-        assert exit.value.code == 2
+        assert raised.value.code == 2
         assert said in capsys.readouterr().err
 
 
