@@ -53,6 +53,7 @@ from mpi4py import MPI
 
 import papcoll
 from papcoll.algorithms import AUTO, pap_direct, policy
+from papcoll.model.outfile import out_folder
 
 from . import fabric
 from .arrival_measure import (CLOCK_METHOD, T_MSG_METHOD, block_rng, call_schedule,
@@ -119,7 +120,7 @@ def add_arguments(parser):
     parser.add_argument("--mixed-fabrics", action="store_true",
                         help="compare even where MPI and papcoll moved their data over "
                              "different networks (see bench/fabric.py); refused otherwise")
-    parser.add_argument("--out", type=Path, default=Path("results"),
+    parser.add_argument("--out", type=out_folder, default=Path("results"),
                         help="folder for the .json, .png and .txt results (default results/)")
     parser.add_argument("--name", help="file stem (default arrival-n<N>[-late<pct>]-<date-time>)")
 

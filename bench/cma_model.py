@@ -16,6 +16,7 @@ from mpi4py import MPI
 
 from papcoll import native
 from papcoll.model import cma
+from papcoll.model.outfile import out_folder
 from papcoll.progress import idle_barrier
 
 
@@ -26,7 +27,7 @@ def add_arguments(parser):
     parser.add_argument("--pages", type=int, default=256,
                         help="N: pages per probe, at most 1024 (default 256)")
     parser.add_argument("--reps", type=int, default=200, help="calls per probe (default 200)")
-    parser.add_argument("--out", type=Path, default=Path("results"),
+    parser.add_argument("--out", type=out_folder, default=Path("results"),
                         help="folder for the JSON result (default results/)")
     parser.add_argument("--name", help="file stem (default cma-model-n<N>-<date-time>)")
 

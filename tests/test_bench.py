@@ -161,6 +161,21 @@ def test_alternate_refuses_an_out_it_cannot_write_before_it_runs(tmp_path, capsy
     assert args.out == tmp_path / "alt.json" and not args.out.exists()
 
 
+@pytest.mark.parametrize("subcommand", ["arrival", "cma-model"])
+def test_a_results_folder_blocked_by_a_file_is_refused_before_the_run(tmp_path, capsys, subcommand):
+    """--out names a folder, made if missing: a file in its way is an error at parse, not a
+    FileExistsError once the results are in."""
+    blocker = tmp_path / "results"
+    blocker.write_text("a user's notes")
+    for out in (blocker, blocker / "deeper"):
+        with pytest.raises(SystemExit):
+            bench_main.parse([subcommand, "--out", str(out)])
+        assert f"cannot write into {out}: {blocker} is a file, not a folder" in capsys.readouterr().err
+    module, args = bench_main.parse([subcommand, "--out", str(tmp_path / "new" / "runs")])
+    assert args.out == tmp_path / "new" / "runs" and not (tmp_path / "new").exists()
+    assert blocker.read_text() == "a user's notes"
+
+
 def test_fabric_counters_and_mismatches(tmp_path, monkeypatch):
     port = tmp_path / "ib" / "rxe0" / "ports" / "1" / "hw_counters"
     port.mkdir(parents=True)

@@ -1,4 +1,5 @@
-"""Output files of the model's commands and of the benchmarks, checked as argparse reads them."""
+"""Where the model's commands and the benchmarks write, checked as argparse reads it: a run's
+results are not lost to a path that was never usable."""
 import argparse
 import os
 from pathlib import Path
@@ -14,4 +15,17 @@ def out_file(text):
            "not writable" if not os.access(path if path.exists() else folder, os.W_OK) else None)
     if why:
         raise argparse.ArgumentTypeError(f"cannot write {text}: {why}")
+    return path
+
+
+def out_folder(text):
+    """An argparse type for a folder a command writes its files into once it is done, made if
+    missing: refused at once where a file stands in its way or where it cannot be made."""
+    path = there = Path(text)
+    while not there.exists():      # the nearest part of it that exists ('.' and '/' do)
+        there = there.parent
+    why = (f"{there} is a file, not a folder" if not there.is_dir() else
+           f"{there} is not writable" if not os.access(there, os.W_OK) else None)
+    if why:
+        raise argparse.ArgumentTypeError(f"cannot write into {text}: {why}")
     return path
