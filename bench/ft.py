@@ -24,6 +24,7 @@ from mpi4py import MPI
 
 import papcoll
 from papcoll.algorithms import AUTO
+from papcoll.model.outfile import out_file
 
 _REFERENCE = json.loads(Path(__file__).with_name("npb_ft_reference.json").read_text())
 CLASSES = _REFERENCE["classes"]
@@ -285,7 +286,8 @@ def add_arguments(parser):
     parser.add_argument("--persistent", action="store_true",
                         help="make the transposes one persistent alltoall (Alltoall_init; "
                              "MPI's own for --algorithm mpi), started for each")
-    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    parser.add_argument("--json", type=out_file, metavar="PATH",
+                        help="also write the results as JSON")
 
 
 def run(args):
@@ -302,6 +304,6 @@ def run(args):
     if comm.Get_rank() == 0:
         print(report(result), flush=True)
         if args.json:
-            Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
+            args.json.write_text(json.dumps(result, indent=1) + "\n")
     return 0 if result["verified"] else 1
 

@@ -152,13 +152,16 @@ def test_dispatcher_imports_only_the_chosen_subcommand(monkeypatch):
         bench_main.parse(["broken"])
 
 
-def test_alternate_refuses_an_out_it_cannot_write_before_it_runs(tmp_path, capsys):
-    """--out names the JSON file: a folder is an error at parse, not after the run."""
+@pytest.mark.parametrize("subcommand, option", [("alternate", "--out"), ("ft", "--json")])
+def test_a_json_file_it_cannot_write_is_refused_before_the_run(tmp_path, capsys, subcommand,
+                                                                option):
+    """The option names the JSON file: a folder is an error at parse, not after the run."""
     with pytest.raises(SystemExit):
-        bench_main.parse(["alternate", "--out", str(tmp_path)])
+        bench_main.parse([subcommand, option, str(tmp_path)])
     assert f"cannot write {tmp_path}: a folder, not a file" in capsys.readouterr().err
-    module, args = bench_main.parse(["alternate", "--out", str(tmp_path / "alt.json")])
-    assert args.out == tmp_path / "alt.json" and not args.out.exists()
+    module, args = bench_main.parse([subcommand, option, str(tmp_path / "r.json")])
+    written = getattr(args, option[2:])
+    assert written == tmp_path / "r.json" and not written.exists()
 
 
 @pytest.mark.parametrize("subcommand", ["arrival", "cma-model"])
