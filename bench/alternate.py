@@ -35,7 +35,7 @@ from mpi4py import MPI
 import papcoll
 from papcoll.algorithms import AUTO
 from papcoll.model import scale
-from papcoll.model.outfile import out_file
+from papcoll.outfile import out_file
 
 from .arrival_measure import (block_rng, buffers, clock_offsets, delay_table, message_time,
                               run_block, stretch_schedule, usable_algorithms)

@@ -53,7 +53,7 @@ from mpi4py import MPI
 
 import papcoll
 from papcoll.algorithms import AUTO, pap_direct, policy
-from papcoll.model.outfile import out_folder
+from papcoll.outfile import out_folder
 
 from . import fabric
 from .arrival_measure import (CLOCK_METHOD, T_MSG_METHOD, block_rng, call_schedule,

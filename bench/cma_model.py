@@ -16,7 +16,7 @@ from mpi4py import MPI
 
 from papcoll import native
 from papcoll.model import cma
-from papcoll.model.outfile import out_folder
+from papcoll.outfile import out_folder
 from papcoll.progress import idle_barrier
 
 

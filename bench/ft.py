@@ -24,7 +24,7 @@ from mpi4py import MPI
 
 import papcoll
 from papcoll.algorithms import AUTO
-from papcoll.model.outfile import out_file
+from papcoll.outfile import out_file
 
 _REFERENCE = json.loads(Path(__file__).with_name("npb_ft_reference.json").read_text())
 CLASSES = _REFERENCE["classes"]

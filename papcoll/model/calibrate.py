@@ -23,11 +23,11 @@ import numpy as np
 from mpi4py import MPI
 
 from .. import Communicator, native, topology
+from ..outfile import out_file
 from ..progress import Deadline, idle_barrier
 from ..transport import transport_class
 from . import cma, extra, params, scheduler
 from .links import BIG, SMALL, mpi_link, net_link
-from .outfile import out_file
 from .timing import timed
 
 SETUP = 60.0                           # seconds any set-up collective may take

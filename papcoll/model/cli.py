@@ -6,8 +6,8 @@ import argparse
 import json
 import sys
 
+from ..outfile import out_file
 from . import aggregate, mpi_algorithms, params, predict, protocols, scale
-from .outfile import out_file
 from .sim import Deadlock
 
 CHECKED = ((16, 2), (16, 4))  # the shapes check-aggregation runs both ways

@@ -28,8 +28,8 @@ from collections import Counter
 
 import numpy as np
 
+from ..outfile import out_file
 from . import params, predict
-from .outfile import out_file
 from .protocols import shape
 
 WITHIN = 0.25
