@@ -33,7 +33,7 @@ import numpy as np
 from mpi4py import MPI
 
 import papcoll
-from papcoll.algorithms import AUTO
+from papcoll.algorithms import AUTO, policy
 from papcoll.model import scale
 from papcoll.outfile import out_file
 
@@ -166,7 +166,7 @@ def run(args):
             args.out.write_text(json.dumps({
                 "benchmark": "papcoll alternate", "date": started.isoformat(timespec="seconds"),
                 "command": shlex.join(["python", "-m", "papcoll.bench", *sys.argv[1:]]),
-                "nprocs": nprocs, "mpi_library": MPI.Get_library_version().splitlines()[0],
+                "nprocs": nprocs, "mpi_library": policy.library_version(),
                 "options": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
                 "adaptive_last_choice": chosen, "results": results}, indent=1))
     return 0

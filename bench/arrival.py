@@ -306,7 +306,7 @@ def run(args):
             "date": started.isoformat(timespec="seconds"),
             "host": platform.node(), "nprocs": nprocs, "nodes": nodes, "ppn": ppn,
             "nodes_emulated": emulated,
-            "mpi_library": " ".join(MPI.Get_library_version().splitlines()[0].split()),
+            "mpi_library": policy.library_version(),
             "mpi4py": sys.modules["mpi4py"].__version__, "papcoll": papcoll.__version__,
             "mode": "late" if args.late_fraction else "random", "variant": args.variant,
             "late_fraction": args.late_fraction,

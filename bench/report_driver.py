@@ -11,9 +11,8 @@ import sys
 import time
 from pathlib import Path
 
-from mpi4py import MPI
-
 import papcoll
+from papcoll.algorithms import policy
 
 from . import leftovers
 from .options import format_sizes
@@ -66,7 +65,7 @@ class Driver:
         self.manifest = {
             "command": shlex.join(["python", "-m", "papcoll.bench", *sys.argv[1:]]),
             "started": now(), "finished": None, "machine": machine(),
-            "mpi_library": mpi_library(), "papcoll": papcoll.__version__,
+            "mpi_library": policy.library_version(), "papcoll": papcoll.__version__,
             "settings": config, "runs": []}
 
     def run(self, label, stem, nprocs, *options):
@@ -155,7 +154,3 @@ def machine():
     return {"host": platform.node(), "nproc": os.cpu_count(), "model": model,
             "memory_gib": round(memory, 1), "load_average": [round(x, 2) for x in os.getloadavg()],
             "os": platform.platform()}
-
-
-def mpi_library():
-    return " ".join(MPI.Get_library_version().splitlines()[0].split())

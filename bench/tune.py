@@ -195,7 +195,7 @@ def tune_shape(comm, args, progress_on):
         return []
     cores = os.cpu_count()
     crowded = " (oversubscribed: more processes than cores)" if shape[0] > cores else ""
-    mpi = " ".join(MPI.Get_library_version().splitlines()[0].split())
+    mpi = policy.library_version()
     measured = (f"{platform.node()} ({cores} cores){crowded}, N={shape[0]} as {nodes} node(s) "
                 f"of {topo.ppn}{' (emulated)' if topo.emulated else ''}, "
                 f"{shape[3] or 'one node'}, {mpi}, {datetime.date.today()}: "

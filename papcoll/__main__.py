@@ -7,8 +7,6 @@ the performance model (papcoll/model/cli.py)."""
 import argparse
 import sys
 
-from mpi4py import MPI
-
 import papcoll
 from papcoll import config, context, transport
 from papcoll.algorithms import policy
@@ -49,7 +47,7 @@ def settings():
 
 def info():
     lines = [f"papcoll {papcoll.__version__}",
-             f"MPI: {MPI.Get_library_version().splitlines()[0].strip()} "
+             f"MPI: {policy.library_version()} "
              f"(mpi4py {sys.modules['mpi4py'].__version__})",
              "", "algorithms (PAPCOLL_ALGORITHM or Alltoall(..., algorithm=NAME)):"]
     width = max(map(len, papcoll.algorithms))

@@ -233,6 +233,9 @@ def test_validate_repeat_takes_a_second_run_for_the_model(tmp_path, capsys):
     png = tmp_path / "v.png"                 # --plot: predicted against measured, a PNG
     assert validate.main([a, "--repeat", b, "--plot", str(png)]) == 0
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    again["mpi_library"] = "MPICH Version:      5.0.2\0"   # as an older run recorded it
+    (tmp_path / "b.json").write_text(json.dumps(again))
+    assert validate.main([a, "--repeat", b]) == 0 and "\0" not in capsys.readouterr().out
     again["ppn"], again["nodes"] = 4, 1
     (tmp_path / "b.json").write_text(json.dumps(again))
     with pytest.raises(SystemExit):

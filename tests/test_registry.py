@@ -142,6 +142,18 @@ def test_the_library_is_named_as_rows_name_it():
     assert MPI.Get_library_version().startswith(policy.library())
 
 
+def test_the_library_version_is_recorded_as_one_clean_line():
+    """Results and parameter files keep the first line, blanks collapsed, without the NUL that
+    ends Open MPI's version (it made their printouts binary to grep)."""
+    assert policy.version_line("Open MPI v5.0.11, package: Open MPI, Sep 16, 2026\0") == \
+        "Open MPI v5.0.11, package: Open MPI, Sep 16, 2026"
+    assert policy.version_line("MPICH Version:      5.0.2\nMPICH Release date: x\n") == \
+        "MPICH Version: 5.0.2"
+    assert policy.version_line("") == policy.version_line("\0") == ""
+    line = policy.library_version()
+    assert "\0" not in line and "\n" not in line and line.startswith(policy.library())
+
+
 @pytest.mark.parametrize("rows,where", [
     ('[{"topology": "any", "algorithm": "mpi", "measured": "", "call": "alltoallx"}]',
      r"row 0, field 'call'"),

@@ -34,6 +34,16 @@ CALLS = ("alltoall", "alltoallv", "alltoallw")
 LIBRARIES = ("MPICH", "Open MPI")
 
 
+def version_line(text):
+    """The first line of an MPI library's version, runs of blanks as one, without the NUL Open
+    MPI ends it with: how results and parameter files record the library, and compare it."""
+    return " ".join(text.replace("\0", " ").splitlines()[0].split()) if text.strip("\0 ") else ""
+
+
+def library_version():
+    return version_line(MPI.Get_library_version())
+
+
 @functools.cache
 def library():
     """The MPI library's family, as a row names it (one of LIBRARIES, else "other"): every rank

@@ -23,6 +23,7 @@ import numpy as np
 from mpi4py import MPI
 
 from .. import Communicator, native, topology
+from ..algorithms import policy
 from ..outfile import out_file
 from ..progress import Deadline, idle_barrier
 from ..transport import transport_class
@@ -242,7 +243,7 @@ def calibrate_once(timeout):
             "the others': the mean of the quickest 95 %, less flag")
         values["cores"] = len(cpus) / len({topo.node_of[r] for r in zeros})
         sources["cores"] = "the CPUs of rank 0's machine's processes over the nodes it holds"
-        about = (f"{MPI.Get_library_version().splitlines()[0].strip()}; {size} processes as "
+        about = (f"{policy.library_version()}; {size} processes as "
                  f"{len(topo.nodes)} x {topo.ppn}{' (emulated)' if topo.emulated else ''}, "
                  f"transport {transport.name}")
         values["tail"], sources["tail"] = tail, (

@@ -28,6 +28,7 @@ from collections import Counter
 
 import numpy as np
 
+from ..algorithms.policy import version_line
 from ..outfile import out_file
 from . import params, predict
 from .protocols import shape
@@ -226,5 +227,9 @@ def main(argv):
 
 
 def _load(path):
+    """An arrival result, its library as this version records it (older runs under Open MPI
+    kept the NUL that ends its version)."""
     with open(path) as f:
-        return json.load(f)
+        result = json.load(f)
+    result["mpi_library"] = version_line(result["mpi_library"])
+    return result
