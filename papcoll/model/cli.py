@@ -31,26 +31,28 @@ def check_aggregation(machine, calls, sizes=(8, 8192, 65536), mifs=(1, 32)):
     return 0
 
 
-def _sizes(text):
-    units = {"K": 1 << 10, "M": 1 << 20}
+def _counts(text, item, what):
+    """A comma-separated list of ``item(part)``s, each 0 or more, else an argparse error."""
     try:
-        sizes = [int(s[:-1]) * units[s[-1].upper()] if s[-1:].upper() in units else int(s)
-                 for s in text.split(",")]
+        values = [item(part) for part in text.split(",")]
     except (ValueError, IndexError):
-        sizes = [-1]
-    if min(sizes) < 0:
-        raise argparse.ArgumentTypeError(f"not a list of sizes of 0 bytes or more: {text!r}")
-    return sizes
+        values = [-1]
+    if min(values) < 0:
+        raise argparse.ArgumentTypeError(f"not a list of {what}: {text!r}")
+    return values
+
+
+def _size(part):
+    units = {"K": 1 << 10, "M": 1 << 20}
+    return int(part[:-1]) * units[part[-1].upper()] if part[-1:].upper() in units else int(part)
+
+
+def _sizes(text):
+    return _counts(text, _size, "sizes of 0 bytes or more")
 
 
 def _ints(text):
-    try:
-        values = [int(s) for s in text.split(",")]
-    except ValueError:
-        values = [-1]
-    if min(values) < 0:
-        raise argparse.ArgumentTypeError(f"not a list of integers of 0 or more: {text!r}")
-    return values
+    return _counts(text, int, "integers of 0 or more")
 
 
 def _fraction(text):
