@@ -70,11 +70,11 @@ def info():
     lines += [f"  {line}" for line in transport.status()]
     try:
         measured = config.cma_throttle()
-    except ConfigError:
-        measured = 0             # refused: the settings section says why
-    throttle = (f"{measured} (measured: PAPCOLL_CMA_MODEL)" if measured else
-                "none: PAPCOLL_CMA_MODEL is refused (settings, below)" if measured == 0 else
-                f"{THROTTLE} (default; measure with papcoll.bench cma-model, PAPCOLL_CMA_MODEL)")
+        throttle = (f"{measured} (measured: PAPCOLL_CMA_MODEL)" if measured else
+                    f"{THROTTLE} (default; measure with papcoll.bench cma-model, "
+                    f"PAPCOLL_CMA_MODEL)")
+    except ConfigError:                   # the settings section says why
+        throttle = "none: PAPCOLL_CMA_MODEL is refused (settings, below)"
     lines += ["", "inside a node:",
               "  shared memory: one POSIX shm segment per Communicator and node (shm_pap, cma_pap)",
               f"  {cma_status()}", f"  CMA throttle factor k: {throttle}"]
