@@ -329,6 +329,38 @@ def test_the_aggregated_simulation_stays_near_the_exact_one_where_both_run():
         assert abs(a["us"] / e["us"] - 1) < 0.3, (e, a)
 
 
+def test_a_cells_calls_stop_once_every_mean_is_settled_and_pap_direct_shares_its_protocols_run(
+        monkeypatch):
+    """By default a cell takes calls until every algorithm's mean has a standard error within
+    1 % (two at least, 30 at most), the first of the same draws an explicit count takes; and
+    pap_direct is simulated once with the protocol it runs, unless its extra differs."""
+    assert not predict.settled([[5.0]]) and predict.settled([[5.0, 5.0], [1.0, 1.01]])
+    assert not predict.settled([[5.0, 5.0], [1.0, 1.1]])
+    simulated = []
+    real = predict.call_time
+
+    def counted(machine, nodes, block, algorithm, row, *rest):
+        simulated.append((algorithm, real(machine, nodes, block, algorithm, row, *rest)))
+        return simulated[-1][1]
+    monkeypatch.setattr(predict, "call_time", counted)
+    nodes, names = protocols.shape(2, 2), ["pap_direct", "pap_direct_copy", "mpi"]
+    calm = predict.predict(M, nodes, [8], [1], names)
+    assert {a for a, _ in simulated} == {"pap_direct", "mpi"}
+    times = [[t for a, t in simulated if a == name] for name in ("pap_direct", "mpi")]
+    k = len(times[0])
+    assert 2 < k < predict.CALLS and predict.settled(times)
+    assert not predict.settled([t[:-1] for t in times])
+    assert calm == predict.predict(M, nodes, [8], [1], names, calls=k)
+    assert calm[0]["us"] == calm[1]["us"]
+    del simulated[:]
+    predict.predict(M, nodes, [8], [512], names)              # calls far apart: all 30
+    assert len(simulated) == 2 * predict.CALLS
+    del simulated[:]
+    slower = params.make(**{**VALUES, "extra": {"pap_direct": 1.0}})
+    rows = predict.predict(slower, nodes, [8], [1], names, calls=1)
+    assert [a for a, _ in simulated] == names and rows[0]["us"] > rows[1]["us"]
+
+
 @pytest.mark.parametrize("pap", [True, False])
 def test_the_papers_master_copies_each_aggregate_in_before_its_flag(pap):
     """The paper's PAP_Shm_Direct and Shm_Direct (staged): on 2 nodes of 1, each master ends

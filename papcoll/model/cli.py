@@ -94,7 +94,9 @@ def parser():
                    "fraction of the processes arrives MIF x t_msg late")
     q.add_argument("--algorithms", help="comma-separated (default: all the model runs here)")
     q.add_argument("--library", default="mpich", choices=sorted(mpi_algorithms.SELECTION))
-    q.add_argument("--calls", type=int, default=30, help="simulated calls per cell")
+    q.add_argument("--calls", type=int, help="simulated calls per cell (default: 2 to "
+                   f"{predict.CALLS}, until every algorithm's mean has a standard error within "
+                   f"{predict.PRECISION * 100:g} %% of it)")
     q.add_argument("--seed", type=int, default=1)
     q.add_argument("--json", action="store_true")
     how = q.add_mutually_exclusive_group()
@@ -135,7 +137,8 @@ def main(argv):
         from .paper import main as paper
         return paper(argv[1:])
     args = parser().parse_args(argv)
-    if args.calls < 1 or args.command == "predict" and (args.nodes < 1 or args.ppn < 1):
+    if args.calls is not None and args.calls < 1 or args.command == "predict" and (
+            args.nodes < 1 or args.ppn < 1):
         sys.exit("model: --nodes, --ppn and --calls must be at least 1")
     try:
         machine = params.load(args.params)

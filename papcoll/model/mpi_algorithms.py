@@ -25,7 +25,7 @@ SINGLE_COPY = {"mpich": 8192, "openmpi": 0}
 
 
 def link(c, p, q):
-    return c.m.link("mpi_intra" if c.node_of[p] == c.node_of[q] else "mpi_inter")
+    return c.mpi_intra if c.node_of[p] == c.node_of[q] else c.mpi_inter
 
 
 def trips(ln, n, pull):

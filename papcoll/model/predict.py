@@ -68,21 +68,48 @@ def _after(seconds, proc):
     yield from proc
 
 
-def predict(machine, nodes, sizes, mifs, algorithms=None, calls=30, seed=1, late_fraction=None,
+CALLS = 30             # calls a cell is simulated over, at most by default,
+PRECISION = 0.01       # fewer once every algorithm's mean has a standard error within 1 % of it
+
+
+def predict(machine, nodes, sizes, mifs, algorithms=None, calls=None, seed=1, late_fraction=None,
             library="mpich", aggregated=None):
     """[{size, mif, algorithm, us}] for every size, MIF and algorithm (default: all the model
     runs on this shape), each over ``calls`` calls of seeded random arrivals, the same draws
-    for every algorithm; ``aggregated``: an aggregate.plan for ``nodes`` (lists of ranks, all
-    of ``ppn``), or None to simulate every process."""
+    for every algorithm (default: 2 to :data:`CALLS`, until :func:`settled`); ``aggregated``:
+    an aggregate.plan for ``nodes`` (lists of ranks, all of ``ppn``), or None to simulate
+    every process."""
     algorithms = algorithms or runnable(nodes)
+    total = sum(map(len, nodes))
     rows = []
     for size in sizes:
         for mif in mifs:
             rng = np.random.default_rng([seed, size, mif])
-            table = arrivals(rng, calls, sum(map(len, nodes)),
-                             mif * t_msg(machine, nodes, size), late_fraction)
-            for algorithm in algorithms:
-                t = np.mean([call_time(machine, nodes, size, algorithm, row, library,
-                                       aggregated) for row in table])
-                rows.append({"size": size, "mif": mif, "algorithm": algorithm, "us": t * 1e6})
+            table = arrivals(rng, calls or CALLS, total, mif * t_msg(machine, nodes, size),
+                             late_fraction)
+            # what each algorithm simulates: pap_direct's protocol is one of the other two's,
+            # so one run serves both where their extras are the same
+            runs = {a: (protocols.pap_direct_runs(machine, size, total) if a == "pap_direct"
+                        else a, machine.extra_of(a)) for a in algorithms}
+            times = {a: [] for a in algorithms}
+            for row in table:
+                done = {}
+                for a in algorithms:
+                    if runs[a] not in done:
+                        done[runs[a]] = call_time(machine, nodes, size, a, row, library,
+                                                  aggregated)
+                    times[a].append(done[runs[a]])
+                if calls is None and settled(times.values()):
+                    break
+            rows += [{"size": size, "mif": mif, "algorithm": a, "us": np.mean(t) * 1e6}
+                     for a, t in times.items()]
     return rows
+
+
+def settled(samples):
+    """Whether every list of call times has two or more, and a mean whose standard error is
+    within :data:`PRECISION` of it. Where many processes are aggregated a call is already a
+    mean over a node's processes and the latest of hundreds, and two calls settle it
+    (docs/model.md, "Aggregation")."""
+    return all(len(t) > 1 and np.std(t, ddof=1) <= PRECISION * np.mean(t) * np.sqrt(len(t))
+               for t in samples)

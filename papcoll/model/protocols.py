@@ -35,8 +35,8 @@ class Call:
         self.weight, self.total = weight, total or self.size
         self.node_of = {r: i for i, ranks in enumerate(nodes) for r in ranks}
         self.footprint = 2 * self.total * block    # a process's send and receive buffers
-        self.net, self.given, self.exposed = (machine.link(k) for k in
-                                              ("net", "net_given", "net_exposed"))
+        self.net, self.given, self.exposed, self.mpi_intra, self.mpi_inter = (
+            machine.link(k) for k in ("net", "net_given", "net_exposed", "mpi_intra", "mpi_inter"))
         # inside a node papcoll's writes take the path net_local_L measures (the NIC's loopback
         # where nodes are hosts), each link's latency by as much less as the inbox's
         closer = machine.net_local_L - machine.net_L
@@ -93,16 +93,17 @@ def pap_direct_zcopy(c, p, step_order=False):
         yield Put(q, ADVERT_BYTES, ("advert", p), c.to(p, q, c.net), c.w(p, q))
     yield c.copy()
     unsent, left = list(peers), set(map(_data, peers))
+    advert = {q: ("advert", q) for q in peers}.__getitem__
     while unsent:
         ready = [unsent[0]] if step_order else [k[1] for k in (
-            yield Poll(tuple(("advert", q) for q in unsent)))]
+            yield Poll(tuple(map(advert, unsent))))]
         if step_order:
             yield Wait((("advert", ready[0]),))
         for q in ready:
             unsent.remove(q)
             yield Put(q, c.block, _data(p), c.to(p, q, c.exposed), c.w(p, q))
         if unsent and not step_order:
-            k = yield Wait(tuple(("advert", q) for q in unsent) + tuple(left), any=True)
+            k = yield Wait((*map(advert, unsent), *left), any=True)
             left.discard(k)
     if left:
         yield Wait(tuple(left))
@@ -113,11 +114,16 @@ def direct(c, p):
     return pap_direct_zcopy(c, p, step_order=True)
 
 
+def pap_direct_runs(machine, block, total):
+    """The protocol ``pap_direct`` runs for ``block`` bytes among ``total`` processes:
+    copy-based up to the transport's threshold, capped as papcoll caps it by the inbox's size
+    (algorithms/pap_direct.py)."""
+    copy = scheme(block, capped(machine.copy_threshold, total)) is None
+    return "pap_direct_copy" if copy else "pap_direct_zcopy"
+
+
 def pap_direct(c, p):
-    """Copy-based up to the transport's threshold, capped as papcoll caps it by the inbox's
-    size (algorithms/pap_direct.py)."""
-    copy = scheme(c.block, capped(c.m.copy_threshold, c.total)) is None
-    return (pap_direct_copy if copy else pap_direct_zcopy)(c, p)
+    return PAPCOLL[pap_direct_runs(c.m, c.block, c.total)](c, p)
 
 
 def _gather(c, p):

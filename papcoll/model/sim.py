@@ -32,6 +32,7 @@ random here: arrivals are the caller's.
 """
 import heapq
 from dataclasses import dataclass
+from operator import itemgetter
 
 from .nic import Direction
 from .params import Link
@@ -76,6 +77,9 @@ class Poll:
 @dataclass(frozen=True)
 class Complete:
     pass
+
+
+_TIME = itemgetter(0)                       # of a mailbox entry: (time landed, count)
 
 
 class Deadlock(RuntimeError):
@@ -164,14 +168,13 @@ class Sim:
             if link.shared:
                 posted = self.now + (link.o + n * link.G) * share * count
                 self._at(posted + link.L, self._land, action.dst, action.key, count)
+                self._at(posted, self._step, r, gen, None)
             else:
-                posted = self.now + link.o * share * count
                 acked = None
                 if n > link.copied:
                     acked = (r, ("acked", self.messages))
                     self.unacked[r].append(acked[1])
-                self._at(posted, self._send, action, self.node_of[r], acked)
-            self._at(posted, self._step, r, gen, None)
+                self._at(self.now + link.o * share * count, self._send, action, acked, r, gen)
         elif kind is Sleep:
             self._at(self.now + action.seconds, self._step, r, gen, None)
         elif kind is Signal:
@@ -179,51 +182,65 @@ class Sim:
                 self._at(self.now + self.m.flag, self._land, d, action.key)
             self._at(self.now, self._step, r, gen, None)
         elif kind is Poll:
-            landed = [k for k in action.keys if k in self.box[r]]
+            landed = list(filter(self.box[r].__contains__, action.keys))
             self._at(self.now + self.m.poll * share, self._step, r, gen, landed)
         elif kind is Wait:
-            self.waiting[r] = (action, gen)
-            self._check(r)
+            self._wait(r, action, gen)
         elif kind is Complete:
             keys, self.unacked[r] = tuple(self.unacked[r]), []
             if keys:
-                self.waiting[r] = (Wait(keys), gen)
-                self._check(r)
+                self._wait(r, Wait(keys), gen)
             else:
                 self._at(self.now, self._step, r, gen, None)
         else:
             raise TypeError(f"model: rank {r} yielded {action!r}")
 
-    def _send(self, put, node, acked):
-        """A posted message through my node's NIC and the destination's: it lands once both
-        have taken it, its last byte ``L`` after either. The receiving NIC takes its bytes
+    def _send(self, put, acked, r, gen):
+        """r's message, posted, through its node's NIC and the destination's: it lands once
+        both have taken it, its last byte ``L`` after either. The receiving NIC takes its bytes
         from when they come, ``L`` after they left: every message's ``L`` later, which is
-        the same as from when they leave, ``L`` added at the end (one event fewer)."""
+        the same as from when they leave, ``L`` added at the end (one event fewer). Then r's
+        next action."""
         link, n, count = put.link, put.nbytes, put.count
         bytes_out = n * link.G
         gap = max(link.g, bytes_out)            # its last byte leaves before its gap is over
         flight = Flight(self, put, link.L, gap - bytes_out, acked)
-        self.nics[node][0].add(gap * count, flight.sent)
+        self.nics[self.node_of[r]][0].add(gap * count, flight.sent)
         self.nics[self.node_of[put.dst]][1].add(bytes_out * count, flight.taken)
+        self._step(r, gen, None)
 
     def _land(self, r, key, count=1.0):
-        self.box[r][key] = (self.now, count)
-        if self.waiting[r]:
-            self._check(r, woken=True)
+        box = self.box[r]
+        box[key] = (self.now, count)
+        waiting = self.waiting[r]
+        if waiting and key in waiting[2]:
+            wait, gen, missing = waiting
+            if wait.any:                      # the first of its keys to land (none had)
+                self._resume(r, gen, key, count, woken=True)
+            else:
+                missing.discard(key)
+                if not missing:
+                    self._resume(r, gen, None, 1.0, woken=True)
 
-    def _check(self, r, woken=False):
-        wait, gen = self.waiting[r]
+    def _wait(self, r, wait, gen):
+        """Resume at once if the wait is met (for ``any``: the first of its keys to land,
+        served in arrival order), else keep what it still misses for _land to strike off."""
         box = self.box[r]
         if wait.any:
-            landed = [(box[k][0], k) for k in wait.keys if k in box]
-            if not landed:
-                return
-            found = min(landed)[1]            # the first to land: served in arrival order
-            polls = box[found][1]             # a poll for each message it stands for
-        elif not all(k in box for k in wait.keys):
-            return
+            landed = box.keys() & wait.keys
+            if landed:                        # the earliest; a tie, the least key (each run alike)
+                found = min(zip(map(_TIME, map(box.__getitem__, landed)), landed))[1]
+                return self._resume(r, gen, found, box[found][1])
+            missing = set(wait.keys)
         else:
-            found, polls = None, 1.0
+            missing = {k for k in wait.keys if k not in box}
+            if not missing:
+                return self._resume(r, gen, None, 1.0)
+        self.waiting[r] = (wait, gen, missing)
+
+    def _resume(self, r, gen, found, polls, woken=False):
+        """After a met wait: a poll for each message it stands for, and where processes
+        outnumber cores, ``wake`` if it had to wait (it was off its core)."""
         self.waiting[r] = None
         share = self.share[r]
         wake = self.m.wake if woken and share > 1 else 0.0

@@ -81,8 +81,8 @@ def cells(machine, result, calls=None, drawn=False):
         own = drawn or not recorded or error > WITHIN * row["avg_us"]
         if own:
             got = predict.predict(machine, nodes, [row["size"]], [row["mif"]], [name],
-                                  calls or 30, result["seed"], result.get("late_fraction"),
-                                  library)[0]["us"]
+                                  calls or predict.CALLS, result["seed"],
+                                  result.get("late_fraction"), library)[0]["us"]
         else:
             got = 1e6 * np.mean([predict.call_time(machine, nodes, row["size"], name,
                                                    np.asarray(a) * 1e-6, library)
