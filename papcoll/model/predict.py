@@ -68,8 +68,8 @@ def _after(seconds, proc):
     yield from proc
 
 
-CALLS = 30             # calls a cell is simulated over, at most by default,
-PRECISION = 0.01       # fewer once every algorithm's mean has a standard error within 1 % of it
+CALLS = 30             # a cell's simulated calls by default: at most this many, and fewer
+PRECISION = 0.01       # once every algorithm's mean has a standard error within 1 % of it
 
 
 def predict(machine, nodes, sizes, mifs, algorithms=None, calls=None, seed=1, late_fraction=None,
@@ -110,6 +110,6 @@ def settled(samples):
     """Whether every list of call times has two or more, and a mean whose standard error is
     within :data:`PRECISION` of it. Where many processes are aggregated a call is already a
     mean over a node's processes and the latest of hundreds, and two calls settle it
-    (docs/model.md, "Aggregation")."""
+    (docs/model.md, "How many calls")."""
     return all(len(t) > 1 and np.std(t, ddof=1) <= PRECISION * np.mean(t) * np.sqrt(len(t))
                for t in samples)
