@@ -51,12 +51,17 @@ def scheme(block, slot):
     return "zero-copy" if block > slot else None
 
 
+def runs_with(block, slot):
+    """What ``pap_direct`` runs for blocks of ``block`` bytes where the inbox's slot is
+    ``slot``, by its scheme's own algorithm name (the model takes it too)."""
+    return "pap_direct_copy" if scheme(block, slot) is None else "pap_direct_zcopy"
+
+
 def runs_as(block, size):
-    """What ``pap_direct`` runs for blocks of ``block`` bytes among ``size`` processes, by its
-    scheme's own algorithm name: the benchmark records it, so that validation counts two rows
-    of one protocol as one algorithm."""
-    copy = scheme(block, copy_threshold(transport_class(), size)) is None
-    return "pap_direct_copy" if copy else "pap_direct_zcopy"
+    """What ``pap_direct`` runs for blocks of ``block`` bytes among ``size`` processes: the
+    benchmark records it, so that validation counts two rows of one protocol as one
+    algorithm."""
+    return runs_with(block, copy_threshold(transport_class(), size))
 
 
 def copy_threshold(transport, size):

@@ -11,7 +11,7 @@ order in which a process writes to peers it has not seen (successors first).
 """
 from dataclasses import replace
 
-from ..algorithms.pap_direct import capped, scheme
+from ..algorithms.pap_direct import capped, runs_with
 from .sim import Complete, Cpu, Poll, Put, Signal, Wait
 
 ADVERT_BYTES = 40          # an advert record (native/papcoll_xport.h: struct pc_advert)
@@ -118,8 +118,7 @@ def pap_direct_runs(machine, block, total):
     """The protocol ``pap_direct`` runs for ``block`` bytes among ``total`` processes:
     copy-based up to the transport's threshold, capped as papcoll caps it by the inbox's size
     (algorithms/pap_direct.py)."""
-    copy = scheme(block, capped(machine.copy_threshold, total)) is None
-    return "pap_direct_copy" if copy else "pap_direct_zcopy"
+    return runs_with(block, capped(machine.copy_threshold, total))
 
 
 def pap_direct(c, p):

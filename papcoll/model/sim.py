@@ -210,8 +210,7 @@ class Sim:
         self._step(r, gen, None)
 
     def _land(self, r, key, count=1.0):
-        box = self.box[r]
-        box[key] = (self.now, count)
+        self.box[r][key] = (self.now, count)
         waiting = self.waiting[r]
         if waiting and key in waiting[2]:
             wait, gen, missing = waiting
