@@ -162,6 +162,16 @@ def test_measuring_processes_run_a_cpu_each_in_turn_and_get_their_cpus_back():
         assert during == [cpus, cpus]
 
 
+def test_cores_follow_the_busiest_cpu_where_the_launch_binds_the_processes():
+    """Bound three to two CPUs (-bind-to core puts ranks 0 and 2 on one): each runs as if two
+    shared a CPU, not 1.5. Even or unbound placements keep the CPUs over the nodes."""
+    from papcoll.model.calibrate import cores
+    assert cores([{0}, {1}, {0}], 3)[0] == 0.5 and "busiest" in cores([{0}, {1}, {0}], 3)[1]
+    assert cores([{0}, {1}, {0}, {1}, {0}], 5)[0] == pytest.approx(1 / 3)
+    assert cores([{0}, {1}, {0}, {1}], 2)[0] == cores([{0, 1}] * 4, 2)[0] == 1.0
+    assert cores([{0}, {1}], 1)[0] == cores([{0, 1}] * 3, 3)[0] * 3 == 2.0
+
+
 def test_validate_compares_each_measured_cell_with_its_own_prediction(tmp_path, capsys):
     """A benchmark result whose times are the model's own predictions for the same cells
     (auto: the algorithm it chose) validates at 100 % and names every best; one whose times

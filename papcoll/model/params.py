@@ -24,7 +24,8 @@ LINKS = {"net": "papcoll's transport between processes (verbs or MPI RMA), per m
          "mpi_intra": "MPI's point-to-point inside a node"}
 SCALARS = {
     "cores": "cores per node, a fraction where emulated nodes share one (processes beyond them "
-             "share a core: their CPU time stretches)",
+             "share a core: their CPU time stretches); bound unevenly, as the busiest CPU "
+             "shares",
     "entry": "papcoll's own part of a call: entry, checks and plan, before its first write",
     "mpi_entry": "MPI_Alltoall's entry through mpi4py, before its first message",
     "poll": "one poll of the transport that finds nothing",
