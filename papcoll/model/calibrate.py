@@ -165,9 +165,9 @@ def cores(placed, nodes):
     process to one CPU and some CPU holds more than one, they are not shared evenly: mpiexec
     -bind-to core puts ranks 0 and 2 of three on one CPU of two. Every process of an alltoall
     waits for every other's data, so the busiest CPU's processes set every process's pace:
-    the node's processes get cores as if each ran that many to a CPU. At N = 3 here (3 x 1)
-    that put the median calibration-and-run pair's cells within 25 % at 72 %, from 39 % with
-    the CPUs shared evenly (docs/model.md, "Shared cores as bound"). Else the CPUs, evenly."""
+    the node's processes get cores as if each ran that many to a CPU. At 3 x 1 here that put
+    the median scoring within 25 % at about 70 %, from about 40 % with the CPUs shared evenly
+    (docs/model.md, "Shared cores as the launch binds them"). Else the CPUs, evenly."""
     ppn = len(placed) / nodes
     if all(len(c) == 1 for c in placed):
         busiest = max(Counter(min(c) for c in placed).values())
