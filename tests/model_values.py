@@ -11,5 +11,6 @@ VALUES = dict(cores=4, entry=3.0, extra={}, mpi_entry=2.0, poll=0.1, flag=0.2, w
               mpi_inter_L=2.0, mpi_inter_o=1.0, mpi_inter_g=0.5, mpi_inter_G=0.01,
               mpi_inter_eager=1000, mpi_inter_shared=0, mpi_intra_L=0.3, mpi_intra_o=0.2,
               mpi_intra_g=0.0, mpi_intra_G=0.001, mpi_intra_eager=1000, copy_threshold=65536,
-              net_shared=0, net_copied=1000, net_ack=1.5, net_local_L=2.0)
+              net_shared=0, net_copied=1000, net_ack=1.5, net_local_L=2.0, placement=[],
+              net_answered=0, net_given_answered=0, net_exposed_answered=0)
 M = params.make(**VALUES)

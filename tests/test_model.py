@@ -28,6 +28,32 @@ def test_one_message_lands_after_o_L_and_its_bytes_then_a_poll():
     assert run([sender(), receiver()], [[0], [1]], [0, 0]) == [1.0, 4.1]
 
 
+def test_a_write_its_target_must_answer_waits_for_the_turn_of_each_that_shares_its_cpu():
+    """A write into given memory that takes the target's answer (MPI RMA into a window MPI did
+    not allocate), between processes bound to different CPUs, lands wake (5) later for each of
+    the two whose CPU holds another process; on one CPU, unanswered or unbound, at L."""
+    def landed(placement, dst, answered=1, n=3):
+        m = params.make(**{**VALUES, "wake": 5.0, "placement": placement,
+                           "net_given_answered": answered})
+
+        def sender():
+            yield Put(dst, 100, ("x",), m.link("net_given"))
+
+        def receiver(r):
+            if r == dst:
+                yield Wait((("x",),))
+
+        procs = [sender()] + [receiver(r) for r in range(1, n)]
+        return Sim(m, [[r] for r in range(n)]).run(procs, [0] * n)[dst]
+
+    # posted at 1 (o), in at 1 + 2 + 100 x 0.01 = 4 (test above), seen a poll later
+    assert landed([0, 1, 0], 1) == pytest.approx(4.1 + 5)        # rank 0 shares CPU 0
+    assert landed([0, 1, 0, 1], 1, n=4) == pytest.approx(4.1 + 10)   # both share theirs
+    assert landed([0, 1, 0], 2) == landed([0, 1, 2], 1) == pytest.approx(4.1)
+    assert landed([0, 1, 0], 1, answered=0) == landed([], 1) == pytest.approx(4.1)
+    assert landed([0, 1, 0, 1], 1) == pytest.approx(4.1)        # not this job's placement
+
+
 def test_a_write_above_copied_completes_ack_after_it_lands_and_complete_waits_for_it():
     net = M.link("net")
 

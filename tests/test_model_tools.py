@@ -66,6 +66,9 @@ def test_calibrate_measures_every_parameter_and_says_how(tmp_path):
     # every node on this one machine: a write inside a node takes the same path as between
     assert machine.net_local_L == machine.net_L and "one path" in machine.sources["net_local_L"]
     assert machine.mpi_inter_shared == 1 and machine.link("mpi_inter").shared
+    if "MPICH" in machine.about:     # its RMA into memory it did not allocate: active messages
+        assert (machine.net_answered, machine.net_given_answered,
+                machine.net_exposed_answered) == (0, 1, 1)
     rows = predict.predict(machine, protocols.shape(2, 2), [8, 65536], [1, 32], calls=3)
     assert len(rows) == 2 * 2 * len(predict.runnable(protocols.shape(2, 2)))
     one = launch(2, ["-m", "papcoll", "model", "calibrate", "--out", tmp_path / "no.json"],
@@ -164,12 +167,15 @@ def test_measuring_processes_run_a_cpu_each_in_turn_and_get_their_cpus_back():
 
 def test_cores_follow_the_busiest_cpu_where_the_launch_binds_the_processes():
     """Bound three to two CPUs (-bind-to core puts ranks 0 and 2 on one): each runs as if two
-    shared a CPU, not 1.5. Even or unbound placements keep the CPUs over the nodes."""
-    from papcoll.model.calibrate import cores
+    shared a CPU, not 1.5. Even or unbound placements keep the CPUs over the nodes. The
+    placement is each rank's CPU where all are bound, and rank 0's machine holds ranks 0...n-1."""
+    from papcoll.model.calibrate import cores, placement
     assert cores([{0}, {1}, {0}], 3)[0] == 0.5 and "busiest" in cores([{0}, {1}, {0}], 3)[1]
     assert cores([{0}, {1}, {0}, {1}, {0}], 5)[0] == pytest.approx(1 / 3)
     assert cores([{0}, {1}, {0}, {1}], 2)[0] == cores([{0, 1}] * 4, 2)[0] == 1.0
     assert cores([{0}, {1}], 1)[0] == cores([{0, 1}] * 3, 3)[0] * 3 == 2.0
+    assert placement([{0}, {1}, {0}], [0, 1, 2])[0] == [0, 1, 0]
+    assert placement([{0, 1}] * 2, [0, 1])[0] == placement([{0}, {1}], [0, 2])[0] == []
 
 
 def test_validate_compares_each_measured_cell_with_its_own_prediction(tmp_path, capsys):

@@ -178,6 +178,16 @@ def cores(placed, nodes):
             "the CPUs of rank 0's machine's processes over the nodes it holds")
 
 
+def placement(placed, ranks):
+    """The CPU each process runs on, by rank, where every process of ``ranks`` (rank 0's
+    machine's, in the order of ``placed``: their CPUs) is bound to one and they are all the
+    job's first ranks; else none. Which CPUs share (docs/model.md, "A write that waits for
+    its target's turn")."""
+    if ranks != list(range(len(ranks))) or not all(len(c) == 1 for c in placed):
+        return [], "none: not every process is bound to one CPU, or not all on rank 0's machine"
+    return [min(c) for c in placed], "the CPU each process of rank 0's machine is bound to"
+
+
 def calibrate_once(timeout):
     """One calibration: on rank 0 its (values, sources, about); None on every other rank; an
     exit status on every rank where this launch cannot calibrate."""
@@ -265,6 +275,7 @@ def calibrate_once(timeout):
             "rounds where every process of rank 0's machine raises a flag and waits for all "
             "the others': the mean of the quickest 95 %, less flag")
         values["cores"], sources["cores"] = cores(placed, len({topo.node_of[r] for r in zeros}))
+        values["placement"], sources["placement"] = placement(placed, zeros)
         about = (f"{policy.library_version()}; {size} processes as "
                  f"{len(topo.nodes)} x {topo.ppn}{' (emulated)' if topo.emulated else ''}, "
                  f"transport {transport.name}")

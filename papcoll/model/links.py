@@ -22,6 +22,8 @@ BATCH = 16                             # writes in a row: the peer's receives an
 BATCHES = 4                            # g's batches (one alone read 1.3 us and 5.8 us here)
 EAGER_DELAY = 5e-3                     # the receiver's delay that shows a send waiting for
                                        # it, or 4 one-way times where the link is slower
+ANSWER_DELAY = 5e-3                    # a target's delay that shows a write waiting for
+                                       # it, or 8 one-way times where the link is slower
 LINK_BUDGET, LINK_LEAST = 1.0, 10      # a size's round trips: as many as fit in 1 s where
                                        # the link is slow (the pair: 50 ms each), 10 at least
 
@@ -125,6 +127,22 @@ WHERE = {  # where a link's writes land: the memory papcoll's calls write into
     "inbox": "the transport's own inbox (copy-based calls)",
     "given": "an inbox in memory the caller gives (the hierarchical masters' node segment)",
     "exposed": "a receive buffer the receiver exposed (zero-copy calls)"}
+
+
+def takes_an_answer(pair, me, one, landed, seq, times):
+    """On rank 0, 1 where a write completes (and so its notice goes) only once its target has
+    taken it: the target makes no call for a while, and the write waits for it; 0 where it
+    completes by itself, in about a round trip (the target's half-way mark). On rank 1, None."""
+    late = pair.bcast(max(ANSWER_DELAY, 8 * times[SMALL]) if me == 0 else None, root=0)
+    pair.Barrier()
+    if me:
+        time.sleep(late)
+        landed(seq[0] + 1)
+        seq[0] += 1
+        return None
+    start = time.perf_counter()
+    one(SMALL, complete=True)
+    return int(time.perf_counter() - start > late / 2)
 
 
 def net_link(pair, timeout, where="inbox", with_ack=True):
@@ -253,6 +271,7 @@ def net_link(pair, timeout, where="inbox", with_ack=True):
             # a late start lengthens one side's gap as much as it shortens the other's
             ack = max(0.0, (usual(gaps) + pair.sendrecv(usual(gaps), dest=other,
                                                          source=other)) / 2)
+        answered = takes_an_answer(pair, me, one, landed, seq, times)
         x.complete(timeout)
     finally:
         t.close()
@@ -260,14 +279,18 @@ def net_link(pair, timeout, where="inbox", with_ack=True):
         return None
     G = (times[BIG] - times[MID]) / (BIG - MID)
     into = f" into {WHERE[where]}"
-    values = {"L": max(0.0, times[SMALL] - o - SMALL * G - poll), "o": o, "g": max(o, g), "G": G}
+    values = {"L": max(0.0, times[SMALL] - o - SMALL * G - poll), "o": o, "g": max(o, g), "G": G,
+              "answered": answered}
     sources = {"L": f"half the usual round trip of {SMALL} B DATA writes with notice{into} "
                     f"(ping-pong on the notice words), less o, its bytes and a poll",
                "o": f"one {SMALL} B write's post and flush with its notice{into} (rank 0's "
                     f"side of round trips)",
                "g": f"{batch} such writes posted and complete, per write (the usual of "
                     f"{BATCHES} batches)",
-               "G": f"one-way times of {MID} B and {BIG} B writes{into}: the slope"}
+               "G": f"one-way times of {MID} B and {BIG} B writes{into}: the slope",
+               "answered": f"whether an {SMALL} B write{into} completed only once its target, "
+                           f"{ANSWER_DELAY * 1e3:.0f} ms (or 8 one-way times) late to make any "
+                           f"call, took it"}
     if where == "inbox":
         values["copied"] = copied
         values["ack"] = 0.0 if ack is None else ack

@@ -6,7 +6,7 @@ fitted to the times the model predicts. Times are in seconds, sizes in bytes. A 
 message takes its node's NIC (its message rate), ``G`` seconds per byte; MPI's point-to-point adds its
 ``eager`` limit (larger messages wait for the receiver: rendezvous).
 
-The file is JSON: ``{"papcoll_model": 4, "machine": text, "params": {name: {"value": v,
+The file is JSON: ``{"papcoll_model": 5, "machine": text, "params": {name: {"value": v,
 "source": text}}}``, names as in :data:`NAMES` (a link's with its prefix, ``net_L``).
 """
 import json
@@ -14,7 +14,7 @@ import math
 import statistics
 from dataclasses import dataclass, field
 
-FORMAT = 4
+FORMAT = 5
 LINK = ("L", "o", "g", "G")
 LINKS = {"net": "papcoll's transport between processes (verbs or MPI RMA), per message, into "
                 "its own inbox",
@@ -36,7 +36,8 @@ SCALARS = {
     "tail": "a call's mean over its usual time (every other time here is the usual): what "
             "its slowest calls, a preemption or a scheduler's slice, add; 1 for none",
     "wake": "where processes outnumber cores: what a wait that has to wait adds before it sees "
-            "its flag or message (the waiter is often off its core)",
+            "its flag or message (the waiter is often off its core), and what a process that "
+            "shares its CPU takes to get its turn to take or answer a write (``*_answered``)",
     "copy_o": "a memcpy's fixed cost",
     "copy_G": "a memcpy's seconds per byte (the node's copy bandwidth, one core): one figure, or "
               "[footprint bytes, seconds per byte] pairs by the memory a process's call touches "
@@ -59,6 +60,14 @@ SCALARS = {
     "net_ack": "papcoll's transport: from a write's landing until its poster sees it complete "
                "(the responder's acknowledgement on its way back), for a write above "
                "net_copied",
+    "placement": "the CPU each process of rank 0's machine is bound to, by rank (empty where "
+                 "any may run on more than one)",
+    "net_answered": "1 where papcoll's writes into its own inbox complete, and their notice "
+                    "goes, only once the target's own progress has taken them (an active "
+                    "message: MPI RMA into memory MPI did not allocate), 0 where they land by "
+                    "themselves",
+    "net_given_answered": "the same, into an inbox the caller gives",
+    "net_exposed_answered": "the same, into a receive buffer the receiver exposed",
     "mpi_inter_shared": "1 where MPI's messages between nodes go through memory both share "
                         "(emulated nodes on one machine), 0 where a NIC moves them",
     "mpi_inter_eager": "MPI between nodes: the largest message sent eagerly",
@@ -81,6 +90,7 @@ class Link:
     shared: bool = False     # inside a node: a copy by the poster's CPU, no NIC
     copied: float = float("inf")    # larger writes complete ``ack`` after they land, and
     ack: float = 0.0                # their poster's call waits for that (papcoll's, verbs)
+    answered: bool = False          # a write lands once the target's own progress takes it
 
     def wire(self, nbytes):
         """Seconds from a message's injection until its last byte is in: L + n G."""
@@ -106,7 +116,8 @@ class Machine:
                     shared=bool({"mpi_intra": True, "mpi_inter": v["mpi_inter_shared"]}.get(
                         kind, v["net_shared"])),
                     copied=v["net_copied"] if net else float("inf"),
-                    ack=v["net_ack"] if net else 0.0)
+                    ack=v["net_ack"] if net else 0.0,
+                    answered=bool(v[f"{kind}_answered"]) if net else False)
 
     def copy(self, nbytes, footprint=0):
         """A memcpy of ``nbytes`` in a call whose process touches ``footprint`` bytes."""
@@ -155,8 +166,8 @@ def make(about="", sources=None, **values):
         raise ParamsError(f"unknown parameters: {', '.join(unknown)}")
     for k, v in values.items():
         ok = (isinstance(v, list) and v and all(isinstance(x, (int, float)) and x > 0 for x in v)
-              if k == "cma_gamma" else _by_algorithm(v) if k == "extra" else _footprints(v)
-              if k == "copy_G" and isinstance(v, list) else
+              if k == "cma_gamma" else _cpus(v) if k == "placement" else _by_algorithm(v)
+              if k == "extra" else _footprints(v) if k == "copy_G" and isinstance(v, list) else
               isinstance(v, (int, float)) and not isinstance(v, bool)
               and v >= 0 and (k not in ("cma_page", "tail") or v >= 1)
               and (k != "cores" or v > 0))
@@ -176,7 +187,7 @@ def median(runs):
     def lower(got):
         if isinstance(got[0], dict):              # extra: an algorithm not in a table is 0
             return {k: lower([g.get(k, 0.0) for g in got]) for k in sorted(set().union(*got))}
-        if isinstance(got[0], list):              # cma_gamma; copy_G's [footprint, G] rows
+        if isinstance(got[0], list):              # cma_gamma, placement; copy_G's rows
             return [lower(list(column)) for column in zip(*got)]
         return statistics.median_low(got)
 
@@ -191,6 +202,12 @@ def _by_algorithm(table):
     return isinstance(table, dict) and all(
         isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0
         for k, v in table.items())
+
+
+def _cpus(placement):
+    """A placement: a CPU number >= 0 for each process, or none."""
+    return isinstance(placement, list) and all(
+        isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in placement)
 
 
 def _footprints(table):

@@ -16,7 +16,11 @@ that yields what it does next, and gets back what it learned:
   link (MPI inside a node) is a copy by my CPU (``o + n G``), seen ``L`` later. It lands in
   ``dst``'s mailbox under ``key``. One longer than its link's ``copied`` (papcoll's, over
   verbs: the NIC reads its source after the post) completes at its poster ``ack`` after it
-  lands.
+  lands. One whose link is ``answered`` lands only once the target's own progress has taken
+  it, and its notice goes once the poster has seen the target's answer: where the two are
+  bound to different CPUs (the machine's ``placement``), each of them that shares its CPU
+  adds ``wake``, waiting for its turn on it. Bound to one CPU, the poster's wait hands that
+  CPU to the target.
 * ``Complete()``: until my writes that complete have completed (papcoll's call ends so: the
   caller's buffers, and the hierarchical master's outbox, are free again); none: at once.
 * ``Signal(dsts, key)``: a store to a flag other processes of my node poll; seen ``flag``
@@ -31,6 +35,7 @@ A process's time in the call runs from its arrival to its generator's end. Nothi
 random here: arrivals are the caller's.
 """
 import heapq
+from collections import Counter
 from dataclasses import dataclass
 from operator import itemgetter
 
@@ -125,6 +130,9 @@ class Sim:
             for r in ranks:
                 self.node_of[r] = i
         self.share = [machine.share(len(nodes[self.node_of[r]])) for r in range(self.n)]
+        placed = machine.placement if len(machine.placement) == self.n else []
+        load = Counter(placed)
+        self.cpu, self.crowded = placed, [load[c] > 1 for c in placed]
         self.messages = 0
 
     def run(self, procs, arrivals):
@@ -167,7 +175,8 @@ class Sim:
             link, n, count = action.link, action.nbytes, action.count
             if link.shared:
                 posted = self.now + (link.o + n * link.G) * share * count
-                self._at(posted + link.L, self._land, action.dst, action.key, count)
+                self._at(posted + link.L + self._turns(r, action), self._land, action.dst,
+                         action.key, count)
                 self._at(posted, self._step, r, gen, None)
             else:
                 acked = None
@@ -204,10 +213,17 @@ class Sim:
         link, n, count = put.link, put.nbytes, put.count
         bytes_out = n * link.G
         gap = max(link.g, bytes_out)            # its last byte leaves before its gap is over
-        flight = Flight(self, put, link.L, gap - bytes_out, acked)
+        flight = Flight(self, put, link.L + self._turns(r, put), gap - bytes_out, acked)
         self.nics[self.node_of[r]][0].add(gap * count, flight.sent)
         self.nics[self.node_of[put.dst]][1].add(bytes_out * count, flight.taken)
         self._step(r, gen, None)
+
+    def _turns(self, r, put):
+        """What r's write ``put`` waits, beyond its link's L, for the turns on their CPUs of
+        the processes that must take it: its target, and then r to see the answer."""
+        if not put.link.answered or not self.cpu or self.cpu[r] == self.cpu[put.dst]:
+            return 0.0
+        return self.m.wake * (self.crowded[r] + self.crowded[put.dst])
 
     def _land(self, r, key, count=1.0):
         self.box[r][key] = (self.now, count)
