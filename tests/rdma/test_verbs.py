@@ -96,7 +96,8 @@ def test_four_ranks_over_verbs(run_mpi):
     the early ranks finish whatever the late one holds, Direct does not), persistent
     zero-copy requests at every size, each started by its own plan, and the model's
     calibration over verbs: the largest write copied at its post (PC_IBV_BCOPY between two
-    processes) and a larger write's acknowledgement, measured."""
+    processes), a larger write's acknowledgement, measured, and no write waiting for its
+    target's answer."""
     names = ["pap_direct_copy", "pap_direct_zcopy", "direct"]
     calibrate = ["PAPCOLL_NODE_SIZE=2", "-m", "papcoll", "model", "calibrate", "--out", "/dev/null"]
     res = run_mpi(4, "chain.py", *chain(*matrix_steps(2), ["pap.py", "order", *names],
@@ -111,6 +112,8 @@ def test_four_ranks_over_verbs(run_mpi):
            if line.startswith("  net_")}
     assert "transport verbs" in res.stdout and got["net_copied"][0] == "8192", got
     assert float(got["net_ack"][0]) >= 0 and "to each other at once" in got["net_ack"][1], got
+    # an RDMA write completes by the target's NIC, wherever it lands: no call of the target's
+    assert [got[f"net{w}_answered"][0] for w in ("", "_given", "_exposed")] == ["0"] * 3, got
 
 
 MISMATCHES = [("pap_direct", 8, 16), ("pap_direct", 8, 1 << 17), ("direct", 16, 0),
