@@ -168,9 +168,9 @@ def cores(placed, nodes):
     the node's processes get cores as if each ran that many to a CPU. At 3 x 1 here that put
     the median scoring within 25 % at about 70 %, from about 40 % with the CPUs shared evenly
     (docs/model.md, "Shared cores as the launch binds them"). Else the CPUs, evenly."""
-    ppn = len(placed) / nodes
-    if all(len(c) == 1 for c in placed):
-        busiest = max(Counter(min(c) for c in placed).values())
+    ppn, cpus = len(placed) / nodes, bound(placed)
+    if cpus:
+        busiest = max(Counter(cpus).values())
         if busiest > 1:
             return ppn / busiest, (f"rank 0's machine's processes over the nodes it holds, "
                                    f"over the {busiest} bound to its busiest CPU")
@@ -183,9 +183,16 @@ def placement(placed, ranks):
     machine's, in the order of ``placed``: their CPUs) is bound to one and they are all the
     job's first ranks; else none. Which CPUs share (docs/model.md, "A write that waits for
     its target's turn")."""
-    if ranks != list(range(len(ranks))) or not all(len(c) == 1 for c in placed):
+    cpus = bound(placed)
+    if ranks != list(range(len(ranks))) or not cpus:
         return [], "none: not every process is bound to one CPU, or not all on rank 0's machine"
-    return [min(c) for c in placed], "the CPU each process of rank 0's machine is bound to"
+    return cpus, "the CPU each process of rank 0's machine is bound to"
+
+
+def bound(placed):
+    """The one CPU of each of the processes on the CPUs ``placed``, where every one is bound
+    to one; else None."""
+    return [min(c) for c in placed] if all(len(c) == 1 for c in placed) else None
 
 
 def calibrate_once(timeout):

@@ -20,10 +20,8 @@ SMALL, MID, BIG = 8, 64 << 10, 1 << 20
 EAGER_SIZES = [SMALL, 256] + [1 << k for k in range(10, 21)]
 BATCH = 16                             # writes in a row: the peer's receives and my queue allow
 BATCHES = 4                            # g's batches (one alone read 1.3 us and 5.8 us here)
-EAGER_DELAY = 5e-3                     # the receiver's delay that shows a send waiting for
-                                       # it, or 4 one-way times where the link is slower
-ANSWER_DELAY = 5e-3                    # a target's delay that shows a write waiting for
-                                       # it, or 8 one-way times where the link is slower
+LATE = 5e-3                            # a peer's delay that shows a call waiting for it
+                                       # (or a few one-way times where the link is slower)
 LINK_BUDGET, LINK_LEAST = 1.0, 10      # a size's round trips: as many as fit in 1 s where
                                        # the link is slow (the pair: 50 ms each), 10 at least
 
@@ -92,7 +90,7 @@ def mpi_link(pair, poll):
             pair.Send(np.zeros(1, np.uint8), dest=0)
     # the largest Send that does not wait for its Recv: a rendezvous waits out the receiver's
     # delay, which a barrier's skew (a one-way time) shortens by at most a quarter
-    delay, eager = pair.bcast(max(EAGER_DELAY, 4 * small), root=0), 0
+    delay, eager = pair.bcast(max(LATE, 4 * small), root=0), 0
     for n in EAGER_SIZES:
         buf = np.zeros(n, np.uint8)
         pair.Barrier()
@@ -133,7 +131,7 @@ def takes_an_answer(pair, me, one, landed, seq, times):
     """On rank 0, 1 where a write completes (and so its notice goes) only once its target has
     taken it: the target makes no call for a while, and the write waits for it; 0 where it
     completes by itself, in about a round trip (the target's half-way mark). On rank 1, None."""
-    late = pair.bcast(max(ANSWER_DELAY, 8 * times[SMALL]) if me == 0 else None, root=0)
+    late = pair.bcast(max(LATE, 8 * times[SMALL]) if me == 0 else None, root=0)
     pair.Barrier()
     if me:
         time.sleep(late)
@@ -289,7 +287,7 @@ def net_link(pair, timeout, where="inbox", with_ack=True):
                     f"{BATCHES} batches)",
                "G": f"one-way times of {MID} B and {BIG} B writes{into}: the slope",
                "answered": f"whether an {SMALL} B write{into} completed only once its target, "
-                           f"{ANSWER_DELAY * 1e3:.0f} ms (or 8 one-way times) late to make any "
+                           f"{LATE * 1e3:.0f} ms (or 8 one-way times) late to make any "
                            f"call, took it"}
     if where == "inbox":
         values["copied"] = copied
